@@ -1,0 +1,46 @@
+"""The implementations convcheck can run, each imported only when it is used.
+
+Every backend module has ``name``, ``unavailable_reason(device) -> str | None``
+and ``run(problem, inputs, device) -> (array, info)``. The array may be NumPy,
+torch or CuPy-through-torch; :mod:`convcheck.compare` takes any of them.
+A machine without CuPy, the frontend or a GPU can still import this package:
+asking for a backend that cannot run gives its reason, not an ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import BackendUnavailable, BadInput
+
+_MODULES = {
+    "numpy": "convcheck.backends.numpy_ref",
+    "torch": "convcheck.backends.torch_conv",
+    "cudnn": "convcheck.backends.cudnn_graph",
+}
+
+NAMES = tuple(_MODULES)
+
+
+def module(name: str):
+    if name not in _MODULES:
+        raise BadInput(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}")
+    return importlib.import_module(_MODULES[name])
+
+
+def unavailable_reason(name: str, device: str) -> str | None:
+    """None if ``name`` can run on ``device`` here, else why not."""
+    try:
+        return module(name).unavailable_reason(device)
+    except BadInput:
+        raise
+    except Exception as e:  # a half-installed library: report, never crash
+        return f"{type(e).__name__}: {e}"
+
+
+def require(name: str, device: str):
+    """The backend module, or BackendUnavailable with the reason."""
+    reason = unavailable_reason(name, device)
+    if reason:
+        raise BackendUnavailable(name, reason)
+    return module(name)

@@ -1,0 +1,212 @@
+"""One check, end to end: problem -> inputs -> implementation under test and
+reference -> bound -> comparison -> result. Knows nothing of the command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import backends, plant as plants
+from .bound import LessonBound
+from .compare import Comparison, compare, to_torch
+from .errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported
+from .fill import ConvInputs, make_inputs
+from .problem import ConvProblem
+
+STATUS_EXIT = {"passed": EXIT_PASS, "failed": EXIT_MISMATCH, "unsupported": EXIT_UNAVAILABLE, "error": EXIT_INTERNAL}
+
+_DEFAULT_REFERENCE = {"cudnn": "torch", "torch": "numpy", "numpy": "torch"}
+
+
+@dataclass
+class Plan:
+    """Which implementation is checked against which, and where each runs."""
+
+    backend: str
+    backend_device: str
+    reference: str
+    reference_device: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _cuda_usable() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def resolve(backend: str = "auto", reference: str | None = None, device: str | None = None) -> Plan:
+    """Decide backend/reference/devices. ``auto`` is the lesson (cuDNN vs torch on the
+    GPU) where a usable GPU exists, else torch on the CPU vs the NumPy reference."""
+    if device not in (None, "cpu", "cuda"):
+        raise BadInput(f"--device must be cpu or cuda, got {device!r}")
+    notes = []
+    if backend == "auto":
+        reason = backends.unavailable_reason("cudnn", "cuda")
+        if reason is None:
+            backend, device = "cudnn", "cuda"
+        else:
+            notes.append(f"cuDNN not used: {reason}")
+            backend = "torch"
+            device = device or "cpu"
+            reference = reference or "numpy"
+    if backend not in backends.NAMES:
+        raise BadInput(f"unknown backend {backend!r}; expected auto or one of {', '.join(backends.NAMES)}")
+    reference = reference or _DEFAULT_REFERENCE[backend]
+    if reference not in backends.NAMES:
+        raise BadInput(f"unknown reference {reference!r}; expected one of {', '.join(backends.NAMES)}")
+    if backend == "cudnn":
+        if device == "cpu":
+            raise BadInput("the cudnn backend runs on the GPU; --device cpu applies only to torch")
+        device = "cuda"
+    elif backend == "numpy":
+        device = device or ("cuda" if reference == "torch" and _cuda_usable() else "cpu")
+    else:
+        device = device or ("cuda" if _cuda_usable() else "cpu")
+    backend_device = "cpu" if backend == "numpy" else device
+    reference_device = "cpu" if reference == "numpy" else device
+    if reference == backend:
+        raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r})")
+    return Plan(backend, backend_device, reference, reference_device, notes)
+
+
+@contextlib.contextmanager
+def device_scope(plan: Plan):
+    """On a GPU, run the whole check on one fresh torch stream (CuPy and cuDNN join it)."""
+    if "cuda" in (plan.backend_device, plan.reference_device):
+        import torch
+
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            yield
+        stream.synchronize()
+    else:
+        yield
+
+
+@dataclass
+class CheckResult:
+    status: str  # passed | failed | unsupported | error
+    problem: ConvProblem
+    plan: Plan
+    seed: int
+    comparison: Comparison | None = None
+    backend_info: dict = field(default_factory=dict)
+    reference_info: dict = field(default_factory=dict)
+    message: str = ""
+    planted: str | None = None
+    time_s: float = 0.0
+    versions: dict = field(default_factory=dict)
+    outputs: Any = None  # (ours, ref, inputs) kept for --save-lesson; not serialised
+
+    @property
+    def exit_code(self) -> int:
+        return STATUS_EXIT[self.status]
+
+    @property
+    def notes(self) -> list[str]:
+        return self.plan.notes
+
+    def record(self) -> dict:
+        """The JSON record (one per check; what --json prints and sweeps will append)."""
+        c = self.comparison
+        rec = {
+            "status": self.status,
+            "problem": self.problem.descriptor(),
+            "mode": self.problem.mode,
+            "dtype": self.problem.dtype,
+            "layout": self.problem.layout_name,
+            "direction": self.problem.direction,
+            "accumulation_depth": self.problem.accumulation_depth,
+            "backend": self.plan.backend,
+            "backend_device": self.plan.backend_device,
+            "reference": self.plan.reference,
+            "reference_device": self.plan.reference_device,
+            "seed": self.seed,
+            "planted_bug": self.planted,
+            "max_abs_diff": c.max_abs_diff if c else None,
+            "worst_index": list(c.worst_index) if c else None,
+            "outside": c.outside if c else None,
+            "total": c.total if c else None,
+            "rtol": c.rtol if c else None,
+            "atol": c.atol if c else None,
+            "bound_ratio": c.max_ratio if c else None,
+            "message": self.message,
+            "notes": list(self.notes),
+            "time_s": round(self.time_s, 6),
+            "backend_info": self.backend_info,
+            "reference_info": self.reference_info,
+            "comparison": c.as_dict() if c else None,
+            "versions": self.versions,
+        }
+        return rec
+
+
+def run_check(
+    problem: ConvProblem,
+    backend: str = "auto",
+    reference: str | None = None,
+    device: str | None = None,
+    seed: int = 0,
+    plant: str | None = None,
+    keep_outputs: bool = False,
+    inputs: ConvInputs | None = None,
+) -> CheckResult:
+    """Run one check. Bad input raises BadInput; a backend that cannot run here
+    raises BackendUnavailable; a problem the backend declines, or any failure
+    inside a backend, comes back as a result with status ``unsupported``/``error``."""
+    from .environment import versions
+
+    plan = resolve(backend, reference, device)
+    under_test = backends.require(plan.backend, plan.backend_device)
+    ref_impl = backends.require(plan.reference, plan.reference_device)
+    inputs = inputs if inputs is not None else make_inputs(problem, seed)
+    test_problem, test_inputs, post = plants.apply(plant, problem, inputs)
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=inputs.seed, planted=plant)
+    start = time.perf_counter()
+    try:
+        with device_scope(plan):
+            ours, result.backend_info = under_test.run(test_problem, test_inputs, plan.backend_device)
+            ours = post(to_torch(ours))
+            ref, result.reference_info = ref_impl.run(problem, inputs, plan.reference_device)
+            result.comparison = compare(ours, ref, LessonBound(problem.accumulation_depth))
+        result.status = "passed" if result.comparison.passed else "failed"
+        if result.comparison.shape_error:
+            result.message = result.comparison.shape_error
+        if keep_outputs:
+            result.outputs = (ours, ref, inputs)
+    except Unsupported as e:
+        result.status, result.message = "unsupported", e.reason
+    except ConvCheckError:
+        raise
+    except Exception as e:  # a failure inside a backend is a result, not a crash
+        result.status, result.message = "error", f"{type(e).__name__}: {e}"
+    result.time_s = time.perf_counter() - start
+    result.versions = versions()
+    return result
+
+
+def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None) -> CheckResult:
+    """The lesson's half: stored inputs and output, recomputed with torch, lesson bound."""
+    from .environment import versions
+    from .fill import ConvInputs
+
+    if device is None:
+        device = "cuda" if _cuda_usable() else "cpu"
+    plan = Plan(backend="stored", backend_device="cpu", reference="torch", reference_device=device)
+    ref_impl = backends.require("torch", device)
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1)
+    start = time.perf_counter()
+    with device_scope(plan):
+        ref, result.reference_info = ref_impl.run(problem, ConvInputs(x=x, w=w, seed=-1), device)
+        result.comparison = compare(y_stored, ref, LessonBound(problem.accumulation_depth))
+    result.status = "passed" if result.comparison.passed else "failed"
+    result.time_s = time.perf_counter() - start
+    result.versions = versions()
+    return result

@@ -1,0 +1,147 @@
+"""Everything about this machine that can change a convolution's result.
+
+torch bundles its own cuDNN, the frontend loads whichever libcudnn it finds
+(LD_LIBRARY_PATH, then ``nvidia/cudnn/lib`` in site-packages, then the system),
+and the two need not be the same build: so both versions are recorded, and the
+paths of every libcudnn file this process has mapped (``/proc/self/maps``).
+Nothing here raises: a missing piece is reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+
+from . import __version__
+
+# Distributions whose versions are part of the result (the lesson recorded
+# `pip freeze | grep -Ei "torch|numpy"` for the same reason).
+_DISTRIBUTIONS = (
+    "torch", "numpy", "nvidia-cudnn-frontend", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13",
+    "cupy-cuda12x", "cupy-cuda13x", "cupy",
+)
+
+
+def _try(fn, default=None):
+    try:
+        return fn()
+    except Exception as e:
+        return default if default is not None else f"unavailable ({type(e).__name__}: {str(e).strip()[:120]})"
+
+
+def installed_distributions() -> dict:
+    found = {}
+    for dist in _DISTRIBUTIONS:
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def loaded_libcudnn() -> list[str]:
+    """Paths of the main libcudnn shared objects mapped into this process (Linux)."""
+    paths = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                base = os.path.basename(path)
+                if base.startswith("libcudnn.so") and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    return paths
+
+
+def _frontend() -> dict:
+    from .backends import frontend_compat as fc
+
+    try:
+        cudnn = fc.import_frontend()
+    except Exception as e:
+        return {"cudnn_frontend": f"not installed ({str(e)[:100]})"}
+    return {
+        "cudnn_frontend": fc.frontend_version(cudnn),
+        "cudnn_frontend_supported": fc.is_supported_version(fc.frontend_version(cudnn)),
+        "cudnn_backend (frontend)": fc.backend_version(cudnn) or "no libcudnn found",
+    }
+
+
+def _cudnn_version_text(v) -> str:
+    """torch reports cuDNN 9.19.0 as 91900."""
+    if not v:
+        return "none"
+    v = int(v)
+    return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}" if v >= 10000 else str(v)
+
+
+def _torch(full: bool) -> dict:
+    try:
+        import torch
+    except ImportError:
+        return {"torch": "not installed"}
+    from .math_mode import torch_tf32_state
+
+    info = {
+        "torch": torch.__version__,
+        "torch_cuda": str(torch.version.cuda),
+        "torch_cuda_available": torch.cuda.is_available(),
+        "cudnn (torch)": _try(lambda: _cudnn_version_text(torch.backends.cudnn.version()), "none"),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = _try(lambda: torch.cuda.get_device_name(0))
+        info["gpu_compute_capability"] = _try(lambda: ".".join(map(str, torch.cuda.get_device_capability(0))))
+    if full:
+        info.update(torch_tf32_state())
+    return info
+
+
+def _cupy() -> dict:
+    try:
+        import cupy
+    except ImportError:
+        return {"cupy": "not installed"}
+    rt = cupy.cuda.runtime
+
+    def ver(v: int) -> str:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+
+    return {
+        "cupy": cupy.__version__,
+        "cupy_cuda_runtime": _try(lambda: ver(rt.runtimeGetVersion())),
+        "cuda_driver": _try(lambda: ver(rt.driverGetVersion()) if rt.driverGetVersion() else "none"),
+    }
+
+
+def versions(full: bool = False) -> dict:
+    """Versions that matter to a result. ``full`` adds the TF32 switches and package list."""
+    info = {
+        "convcheck": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "numpy": _try(lambda: __import__("numpy").__version__),
+    }
+    info.update(_torch(full))
+    info.update(_frontend())
+    info.update(_cupy())
+    info["libcudnn_loaded"] = loaded_libcudnn() or ["none"]
+    if full:
+        info["distributions"] = installed_distributions()
+        info["executable"] = sys.executable
+        info["LD_LIBRARY_PATH"] = os.environ.get("LD_LIBRARY_PATH", "(unset)")
+    return info
+
+
+def format_versions(info: dict) -> str:
+    width = max(len(k) for k in info)
+    lines = []
+    for key, value in info.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items()) or "(none)"
+        elif isinstance(value, list):
+            value = "; ".join(map(str, value))
+        lines.append(f"{key:<{width}}  {value}")
+    return "\n".join(lines)

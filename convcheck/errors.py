@@ -1,0 +1,53 @@
+"""Errors a user can act on, and the exit code each one maps to.
+
+Everything convcheck raises on purpose derives from :class:`ConvCheckError`; the
+command line prints its message (one line, no traceback) and exits with its
+``exit_code``. Anything else escaping is a bug in convcheck.
+"""
+
+from __future__ import annotations
+
+#: Exit codes of the ``convcheck`` command, documented in the README.
+EXIT_PASS = 0
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+EXIT_INTERNAL = 4
+
+
+class ConvCheckError(Exception):
+    """Base class: a message for the user and an exit code."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class BadInput(ConvCheckError, ValueError):
+    """Malformed descriptor, impossible shape, truncated file, bad option."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BackendUnavailable(ConvCheckError, RuntimeError):
+    """The asked-for implementation cannot run here (no GPU, no libcudnn, ...)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, backend: str, reason: str):
+        super().__init__(f"backend '{backend}' is unavailable: {reason}")
+        self.backend = backend
+        self.reason = reason
+
+
+class Unsupported(ConvCheckError, RuntimeError):
+    """The implementation exists here but declined this particular problem.
+
+    cuDNN answers some graphs with "not supported"; that is a fact about the
+    library, reported with cuDNN's own message, never a pass and never a crash.
+    """
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, backend: str, reason: str):
+        super().__init__(f"backend '{backend}' does not support this problem: {reason}")
+        self.backend = backend
+        self.reason = reason

@@ -1,0 +1,105 @@
+"""What a check leaves behind: a human-readable report and a JSON record.
+
+The report prints what the lesson's script printed (versions, math mode, the
+tolerance and its derivation, the largest difference and where, the first
+mismatch, how many of how many are outside) so the two can be read side by side.
+``--evidence FILE`` writes the report followed by the JSON record, so one file
+holds both and two evidence files can be diffed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .check import CheckResult
+
+_IMPL = {
+    "cudnn": "cuDNN graph (cudnn-frontend)",
+    "torch": "torch.nn.functional.conv",
+    "numpy": "NumPy float64 reference",
+    "stored": "stored output (conv_y.f32)",
+}
+
+
+def _fmt_index(index) -> str:
+    return "(" + ", ".join(str(i) for i in index) + ")"
+
+
+def _math_lines(info: dict) -> list[str]:
+    math = (info or {}).get("math") or {}
+    return ["           " + ", ".join(f"{k} = {val}" for k, val in math.items())] if math else []
+
+
+def report_text(result: CheckResult) -> str:
+    p, plan, c = result.problem, result.plan, result.comparison
+    v = result.versions
+    lines = [
+        f"convcheck {v.get('convcheck', '?')}: {plan.backend} vs {plan.reference}",
+        f"problem   {p.descriptor()}  ({p.layout_name}, {p.dtype}, "
+        f"{'cross-correlation' if p.mode == 'xcorr' else 'convolution'}, output {list(p.y_shape)}, "
+        f"accumulation depth {p.accumulation_depth})",
+    ]
+    for note in result.notes:
+        lines.append(f"note      {note}")
+    lines.append(
+        f"versions  torch {v.get('torch')}, built against CUDA {v.get('torch_cuda')}, cuDNN {v.get('cudnn (torch)')}; "
+        f"frontend {v.get('cudnn_frontend')}, cuDNN backend {v.get('cudnn_backend (frontend)')}; numpy {v.get('numpy')}"
+    )
+    if v.get("gpu"):
+        lines.append(f"GPU       {v['gpu']} (compute capability {v.get('gpu_compute_capability')})")
+    lines.append(f"libcudnn  {'; '.join(v.get('libcudnn_loaded', []))}")
+    b = result.backend_info
+    lines.append(f"under test {_IMPL.get(plan.backend, plan.backend)} on {plan.backend_device}")
+    lines += _math_lines(b)
+    if plan.backend == "cudnn" and b:
+        lines.append(
+            f"           engine {b.get('engine')} (plan {b.get('plan_index')} of {b.get('plan_count')}, heuristics "
+            f"{'+'.join(b.get('heuristics', []))}), workspace {b.get('workspace_bytes')} B, {b.get('execute_ms', 0):.3f} ms"
+        )
+        if b.get("deselected_numeric_notes"):
+            lines.append(f"           fp32: engines with numerical notes {', '.join(b['deselected_numeric_notes'])} (TF32) deselected")
+        lines.append(f"           output handed to torch by DLPack, same memory: {b.get('dlpack_zero_copy')}")
+    r = result.reference_info
+    lines.append(f"reference {_IMPL.get(plan.reference, plan.reference)} on {plan.reference_device}")
+    lines += _math_lines(r)
+    if result.planted:
+        lines.append(f"PLANTED BUG: {result.planted} (the check must fail)")
+    if result.status in ("unsupported", "error"):
+        lines.append(f"{result.status.upper()}: {result.message}")
+        return "\n".join(lines)
+    if c.shape_error:
+        lines.append(f"FAILED: {c.shape_error}")
+        return "\n".join(lines)
+    lines += [
+        f"tolerance |ours - ref| <= {c.atol:.3e} + {c.rtol:.3e}*|ref|   ({c.bound} bound)",
+        f"          {c.derivation}",
+        f"largest |ours - ref| = {c.max_abs_diff:.3e} at {_fmt_index(c.worst_index)}; "
+        f"largest error/allowed = {c.max_ratio:.3g}",
+    ]
+    if c.outside:
+        m = c.first_mismatch
+        lines.append(f"first mismatch at {_fmt_index(m.index)}: ours {m.ours:.9g}, ref {m.ref:.9g}")
+        lines.append(f"FAILED: {c.outside} of {c.total} outputs outside tolerance")
+    else:
+        lines.append(f"PASSED: all {c.total} outputs inside tolerance")
+    return "\n".join(lines)
+
+
+def record_json(result: CheckResult) -> str:
+    return json.dumps(result.record(), sort_keys=True, default=str)
+
+
+def write_evidence(path, result: CheckResult) -> Path:
+    """The report, then the JSON record (indented so that diffs are line by line)."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    from .environment import versions
+
+    text = report_text(result)
+    full = dict(result.record(), environment=versions(full=True))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\n\n--- record (JSON) ---\n")
+        f.write(json.dumps(full, sort_keys=True, indent=2, default=str) + "\n")
+    return path

@@ -1,0 +1,122 @@
+"""Every GPU check of the project, in one run, with a table at the end.
+
+Runs: the lesson's problem through the CLI (check --save-lesson --evidence, then
+lesson on the saved files), the first five layers of shapes_resnet_50 at batch
+8, a planted bug that must fail, and prints one row per check:
+problem, status, engine, max |diff|, error/bound, time. Writes
+``gpu_check.jsonl`` and ``gpu_check_table.txt`` into --out.
+
+Usage: python3 scripts/gpu_check.py --out LOGDIR [--cases DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from convcheck import parse_descriptor, read_batch_file, run_check  # noqa: E402
+from convcheck.evidence import report_text  # noqa: E402
+
+LESSON = "mb2ic16ih14oc8oh14kh3ph1"
+
+
+def row(label, status, engine, max_diff, ratio, seconds, expected="passed"):
+    verdict = "ok" if status == expected else "UNEXPECTED"
+    return (label, status, engine or "-", "-" if max_diff is None else f"{max_diff:.3e}",
+            "-" if ratio is None else f"{ratio:.3g}", f"{seconds:.3f}", verdict)
+
+
+def format_table(rows) -> str:
+    header = ("problem", "status", "engine", "max|diff|", "err/bound", "time_s", "verdict")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="gpu-logs")
+    ap.add_argument("--cases", default=os.environ.get("CONVCHECK_CASES", str(REPO / "cases" / "benchdnn")))
+    ap.add_argument("--mb", type=int, default=8)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from convcheck import backends
+
+    reason = backends.unavailable_reason("cudnn", "cuda")
+    if reason:
+        print(f"gpu_check: the cudnn backend cannot run here: {reason}", file=sys.stderr)
+        return 3
+    records = open(out / "gpu_check.jsonl", "w", encoding="utf-8")
+    rows = []
+
+    # 1. The lesson's problem through the real command line, both halves.
+    import tempfile
+
+    lesson_dir = Path(tempfile.mkdtemp(prefix="convcheck-lesson-"))
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "convcheck", "check", LESSON, "--json", "--save-lesson", str(lesson_dir),
+                           "--evidence", str(out / "evidence_lesson.txt")], capture_output=True, text=True)
+    print(done.stderr, end="")
+    try:
+        rec = json.loads(done.stdout)
+        records.write(json.dumps(rec) + "\n")
+        rows.append(row(f"{LESSON} (cli)", rec["status"], rec["backend_info"].get("engine"), rec["max_abs_diff"],
+                        rec["bound_ratio"], time.perf_counter() - t0))
+    except (json.JSONDecodeError, KeyError):
+        print(done.stdout)
+        rows.append(row(f"{LESSON} (cli)", f"exit {done.returncode}", None, None, None, time.perf_counter() - t0))
+    t0 = time.perf_counter()
+    lesson = subprocess.run([sys.executable, "-m", "convcheck", "lesson", str(lesson_dir), "--json"], capture_output=True, text=True)
+    try:
+        rec = json.loads(lesson.stdout)
+        rows.append(row("lesson files (cli)", rec["status"], "torch", rec["max_abs_diff"], rec["bound_ratio"], time.perf_counter() - t0))
+    except json.JSONDecodeError:
+        print(lesson.stdout, lesson.stderr)
+        rows.append(row("lesson files (cli)", f"exit {lesson.returncode}", None, None, None, time.perf_counter() - t0))
+
+    # 2. Problems in-process (one import of torch/CuPy/cuDNN for all of them).
+    problems = [("lesson", parse_descriptor(LESSON))]
+    resnet = Path(args.cases) / "shapes_resnet_50"
+    if resnet.is_file():
+        problems += [(p.name or p.descriptor(), p) for p in read_batch_file(resnet, mb=args.mb)[:5]]
+    else:
+        print(f"warning: {resnet} not found; resnet layers skipped", file=sys.stderr)
+    checks = [(label, p, None, "passed") for label, p in problems]
+    checks.append(("lesson, planted bug: padding", parse_descriptor(LESSON), "padding", "failed"))
+    checks.append(("lesson, planted bug: element", parse_descriptor(LESSON), "element", "failed"))
+    for label, problem, bug, expected in checks:
+        try:
+            result = run_check(problem, backend="cudnn", seed=0, plant=bug)
+        except Exception as e:  # keep going: one broken check must not hide the others
+            print(f"{label}: {type(e).__name__}: {e}", file=sys.stderr)
+            rows.append(row(label, "exception", None, None, None, 0.0, expected))
+            continue
+        rec = result.record()
+        records.write(json.dumps(rec, default=str) + "\n")
+        records.flush()
+        if result.status != expected:
+            print(report_text(result))
+        rows.append(row(label, result.status, result.backend_info.get("engine"), rec["max_abs_diff"], rec["bound_ratio"],
+                        result.time_s, expected))
+    records.close()
+    table = format_table(rows)
+    (out / "gpu_check_table.txt").write_text(table + "\n", encoding="utf-8")
+    print(table)
+    bad = sum(1 for r in rows if r[-1] != "ok")
+    print(f"{len(rows) - bad} as expected, {bad} unexpected")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU check, on a CUDA machine with no network.
+#   bash scripts/gpu_check.sh WHEEL_DIR LOG_DIR
+# Installs every wheel in WHEEL_DIR (e.g. nvidia-cudnn-frontend) into a private
+# folder without touching the network (--no-index), then runs the GPU tests and
+# scripts/gpu_check.py, which prints the table. Logs go to LOG_DIR.
+# Expects python3 with torch (CUDA), CuPy and nvidia-cudnn-cu12/13 already there.
+set -u -o pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+wheels="${1:-$repo/.whl}"
+logs="${2:-$repo/gpu-logs}"
+py="${PYTHON:-python3}"
+mkdir -p "$logs"
+site="$(mktemp -d)"
+if compgen -G "$wheels/*.whl" >/dev/null; then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheels"/*.whl \
+    || { echo "gpu_check: installing the wheels in $wheels failed" >&2; exit 2; }
+else
+  echo "gpu_check: no wheels in $wheels; using what $py already has" >&2
+fi
+export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+cd "$repo"
+status=0
+echo "== environment" | tee "$logs/env.txt"
+timeout 120 "$py" -m convcheck env 2>&1 | tee -a "$logs/env.txt" || status=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee -a "$logs/env.txt"
+echo "== GPU tests"
+timeout 300 "$py" -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$logs/pytest_gpu.txt" || status=1
+echo "== GPU check table"
+timeout 300 "$py" scripts/gpu_check.py --out "$logs" 2>&1 | tee "$logs/gpu_check.txt" || status=1
+exit $status

@@ -1,0 +1,48 @@
+"""Shared fixtures; GPU tests skip with the reason cuDNN cannot run here."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = Path(os.environ.get("CONVCHECK_CASES", REPO / "cases" / "benchdnn"))
+
+
+def _gpu_reason() -> str | None:
+    from convcheck import backends
+
+    return backends.unavailable_reason("cudnn", "cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if not gpu_items:
+        return
+    reason = _gpu_reason()
+    if reason:
+        skip = pytest.mark.skip(reason=f"no usable GPU: {reason}")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def cases_dir() -> Path:
+    if not CASES.is_dir():
+        pytest.skip(f"benchdnn case files not found at {CASES} (set CONVCHECK_CASES)")
+    return CASES
+
+
+def run_cli(*args, cwd=None, env=None):
+    """Run ``python -m convcheck`` in a subprocess; returns CompletedProcess."""
+    import subprocess
+
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True,
+                          cwd=cwd, env=full_env, timeout=600)

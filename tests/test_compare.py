@@ -1,0 +1,105 @@
+"""The comparison: the lesson's bound, location of errors, NaN/Inf rules, any array library."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from convcheck.bound import LessonBound
+from convcheck.compare import compare
+
+
+def test_lesson_bound_formula_exactly():
+    b = LessonBound(k_terms=144)
+    assert b.rtol == max(1e-5, 4.0 * 2.0 ** -23 * math.sqrt(144))
+    b = LessonBound(k_terms=64 * 9 * 100)
+    assert b.rtol == pytest.approx(4.0 * 2.0 ** -23 * math.sqrt(64 * 900))
+    assert b.atol(3.0) == b.rtol * 3.0
+    assert "sqrt(57600)" in b.derivation()
+
+
+def _ref(shape=(2, 3, 4, 5), seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape)
+
+
+def test_identical_passes_with_zero_difference():
+    ref = _ref()
+    c = compare(ref.astype(np.float32), ref, LessonBound(27))
+    assert c.passed and c.outside == 0 and c.total == ref.size
+    assert c.max_abs_diff < 1e-7 and c.max_ratio < 1
+
+
+def test_planted_error_is_caught_and_located():
+    ref = _ref()
+    ours = ref.astype(np.float32).copy()
+    ours[1, 2, 3, 4] += 0.01
+    c = compare(ours, ref, LessonBound(27))
+    assert not c.passed and c.outside == 1
+    assert c.worst_index == (1, 2, 3, 4)
+    assert c.first_mismatch.index == (1, 2, 3, 4)
+    assert c.first_mismatch.ours == pytest.approx(float(ours[1, 2, 3, 4]))
+    assert c.first_mismatch.ref == pytest.approx(ref[1, 2, 3, 4])
+    assert c.max_ratio > 1
+
+
+def test_error_just_inside_and_just_outside_the_bound():
+    ref = np.full((4,), 2.0)
+    b = LessonBound(100)
+    allowed = b.atol(2.0) + b.rtol * 2.0
+    assert compare(ref + 0.99 * allowed, ref, b).passed
+    assert not compare(ref + 1.01 * allowed, ref, b).passed
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_where_reference_is_finite_never_passes(bad):
+    ref = _ref()
+    ours = ref.copy()
+    ours[0, 0, 0, 0] = bad
+    c = compare(ours, ref, LessonBound(9))
+    assert not c.passed and c.outside == 1 and c.worst_index == (0, 0, 0, 0)
+    assert math.isinf(c.max_abs_diff)
+
+
+def test_matching_nan_and_inf_in_the_reference_pass():
+    ref = _ref()
+    ref[0, 0, 0, 0] = float("nan")
+    ref[0, 0, 0, 1] = float("inf")
+    c = compare(ref.copy(), ref, LessonBound(9))
+    assert c.passed, c
+    ours = ref.copy()
+    ours[0, 0, 0, 1] = -float("inf")
+    assert not compare(ours, ref, LessonBound(9)).passed
+
+
+def test_all_poisoned_output_fails_every_element():
+    ref = _ref()
+    c = compare(np.full_like(ref, np.nan), ref, LessonBound(9))
+    assert c.outside == ref.size
+
+
+def test_shape_mismatch_fails_with_message():
+    c = compare(np.zeros((2, 3)), np.zeros((3, 2)), LessonBound(9))
+    assert not c.passed and "shape mismatch" in c.shape_error
+
+
+def test_any_library_through_dlpack_and_strided_views():
+    ref = _ref()
+    ours_torch = torch.from_numpy(ref.astype(np.float32)).contiguous(memory_format=torch.channels_last)
+    assert compare(ours_torch, ref, LessonBound(9)).passed
+    ro = ref.copy()
+    ro.setflags(write=False)  # NumPy refuses DLPack export of read-only arrays
+    assert compare(ro, ref, LessonBound(9)).passed
+    ours = ours_torch.clone()
+    ours[1, 0, 2, 3] += 1.0
+    c = compare(ours, ref, LessonBound(9))
+    assert c.worst_index == (1, 0, 2, 3) and c.first_mismatch.index == (1, 0, 2, 3)
+
+
+def test_only_first_mismatches_are_reported():
+    ref = _ref()
+    c = compare(ref + 1.0, ref, LessonBound(9))
+    assert c.outside == ref.size and len(c.mismatches) == 10
+    assert c.mismatches[0].index == (0, 0, 0, 0)

@@ -1,0 +1,101 @@
+"""The cuDNN graph, built and printed through the real cudnn-frontend without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from convcheck.problem import parse_descriptor
+
+cudnn = pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed")
+
+from convcheck.backends import cudnn_graph, frontend_compat as fc  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def summary(desc, **kw):
+    p = parse_descriptor(desc, **kw)
+    return p, fc.graph_summary(cudnn_graph.graph_for(p).graph)
+
+
+def test_frontend_version_is_supported_and_reports_a_backend():
+    assert fc.is_supported_version(fc.frontend_version(cudnn))
+    assert fc.version_tuple(fc.frontend_version(cudnn)) >= (1, 23)
+
+
+def test_lesson_graph_dims_strides_padding_and_mode():
+    p, s = summary("mb2ic16ih14oc8oh14kh3ph1")
+    assert s["tensors"]["X"] == {"dim": [2, 16, 14, 14], "stride": [3136, 196, 14, 1], "data_type": "FLOAT"}
+    assert s["tensors"]["W"] == {"dim": [8, 16, 3, 3], "stride": [144, 9, 3, 1], "data_type": "FLOAT"}
+    (node,) = s["nodes"]
+    assert node["type"] == "CONV_FPROP"
+    assert node["pre_padding"] == [1, 1] and node["post_padding"] == [1, 1]
+    assert node["stride"] == [1, 1] and node["dilation"] == [1, 1]
+    assert node["mode"] == "CROSS_CORRELATION"
+    (y_name,) = node["outputs"].values()
+    assert s["tensors"][y_name]["dim"] == [2, 8, 14, 14] and s["tensors"][y_name]["stride"] == [1568, 196, 14, 1]
+
+
+def test_asymmetric_padding_stride_dilation_and_convolution_mode():
+    p, s = summary("mb2ic8ih13oc16oh7kh3sh2ph3dh1", mode="conv")
+    (node,) = s["nodes"]
+    assert node["pre_padding"] == [3, 3] and node["post_padding"] == list(p.pad_post) == [1, 1]
+    assert node["stride"] == [2, 2] and node["dilation"] == [2, 2]
+    assert node["mode"] == "CONVOLUTION"
+
+
+def test_negative_back_padding_becomes_a_cropped_input_view():
+    p, s = summary("mb2ic8ih12oc8oh5kh3sh2ph0")
+    assert p.pad_post == (-1, -1)
+    assert s["tensors"]["X"]["dim"] == [2, 8, 11, 11]
+    assert s["tensors"]["X"]["stride"] == [8 * 144, 144, 12, 1]  # strides of the full buffer
+    assert s["nodes"][0]["post_padding"] == [0, 0]
+
+
+def test_channels_last_strides_and_groups():
+    p, s = summary("g4mb2ic16ih14oc8oh14kh3ph1", layout="nxc")
+    assert s["tensors"]["X"]["stride"] == [16 * 196, 1, 14 * 16, 16]
+    assert s["tensors"]["W"]["dim"] == [8, 4, 3, 3]  # groups live in the filter shape
+
+
+def test_host_descriptors_match_real_array_strides():
+    import numpy as np
+
+    from convcheck import layout
+
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", layout="nxc")
+    x = layout.allocate(np, p.x_shape, np.float32, channels_last=True)
+    assert cudnn_graph.host_descriptors(p)[0][1] == layout.element_strides(x)
+
+
+ALT = os.environ.get("CONVCHECK_ALT_FRONTEND", str(REPO / ".venv" / "frontend-1.23"))
+
+
+def test_graph_construction_on_a_second_frontend_release():
+    """The same graph through another cudnn-frontend release (1.23: the C++ pygraph)."""
+    if not Path(ALT, "cudnn").is_dir():
+        pytest.skip(f"no second cudnn-frontend at {ALT} (scripts/dev_setup.sh installs 1.23.0 there)")
+    code = (
+        "import json, cudnn\n"
+        "from convcheck.problem import parse_descriptor\n"
+        "from convcheck.backends import cudnn_graph, frontend_compat as fc\n"
+        "p = parse_descriptor('mb2ic8ih13oc16oh7kh3sh2ph3dh1', mode='conv')\n"
+        "print(json.dumps({'version': fc.frontend_version(cudnn), 'summary': fc.graph_summary(cudnn_graph.graph_for(p).graph)}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ALT, str(REPO)]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["version"] != fc.frontend_version(cudnn)
+    assert fc.is_supported_version(out["version"])
+    _, here = summary("mb2ic8ih13oc16oh7kh3sh2ph3dh1", mode="conv")
+    for key in ("pre_padding", "post_padding", "stride", "dilation", "mode", "type"):
+        assert out["summary"]["nodes"][0][key] == here["nodes"][0][key]
+    assert out["summary"]["tensors"]["X"] == here["tensors"]["X"]
+    assert out["summary"]["tensors"]["W"] == here["tensors"]["W"]

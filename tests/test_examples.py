@@ -1,0 +1,23 @@
+"""Every example runs (on a machine without a GPU it explains and exits 0)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(path):
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "problem:" in done.stdout
+    try:
+        import cudnn  # noqa: F401
+    except ImportError:
+        return
+    assert "CONV_FPROP" in done.stdout  # the graph was printed
