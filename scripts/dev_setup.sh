@@ -18,9 +18,11 @@ vpy=.venv/bin/python
 
 # torch first, from an explicit index: a plain `pip install torch` on Linux pulls
 # a multi-GB CUDA build that a CPU-only machine (and CI) cannot use.
+# --no-deps with no retries: an unreachable index fails at once instead of retrying
+# for every dependency; torch's own dependencies come from PyPI in the next step.
 if ! "$vpy" -c "import torch" 2>/dev/null; then
-  "$vpy" -m pip install -q "torch==${torch_version}" --index-url "$torch_index" \
-    || "$vpy" -m pip install -q "torch==${torch_version}"
+  "$vpy" -m pip install -q --no-deps --retries 0 --timeout 15 "torch==${torch_version}" --index-url "$torch_index" \
+    || "$vpy" -m pip install -q --no-deps "torch==${torch_version}"
 fi
 "$vpy" -m pip install -q -e ".[${extras}]"
 
