@@ -1,20 +1,50 @@
-"""Error bounds: how far two answers to the same convolution may differ.
+"""Error bounds: how far two answers to the same convolution may differ, per element.
 
-Only the lesson's rule lives here for now (DESIGN.md 2, seed ``000``): both sides
-accumulate ``n`` products in float32 in orders of their choosing, so the relative
-error grows like ``sqrt(n)`` unit roundoffs (a probabilistic, not worst-case,
-growth; Higham & Mary 2019). The lesson takes ``rtol = max(1e-5, 4 * 2**-23 *
-sqrt(n))`` and an absolute part scaled by the largest reference value, so that
-outputs near zero (cancellation) are judged against the size of the data rather
-than against themselves.
+Three bounds, selected with ``--bound`` (DESIGN.md 3):
+
+``lesson``
+    The seed's rule, exactly, for fp32: both sides accumulate ``n`` products in
+    orders of their choosing, so ``rtol = max(1e-5, 4 * eps * sqrt(n))`` with
+    eps = 2^-23, and ``atol = rtol * max|ref|`` so outputs near zero are judged
+    against the size of the data. For other types the one change is eps = 2u of
+    the narrowest type involved (TF32/fp16 2^-10, bf16 2^-7); the derivation says so.
+
+``elementwise`` (the default of ``check``)
+    Per element, from first principles. For each inexact side:
+    ``err <= (lam*sqrt(n)*u_acc + 2*u_down) * A + u_out*(|y| + that) + eta_out``
+    where ``A = conv(|x|, |w|)`` in float64 (Higham, 3.1: every rounding error is
+    relative to the terms it rounds, whose magnitudes A sums), ``lam*sqrt(n)*u``
+    is the probabilistic accumulation bound of Higham & Mary (SISC 2019)
+    replacing the worst-case ``n*u``, ``2*u_down`` covers inputs down-converted
+    inside the engine (TF32), ``u_out`` the rounding of the stored output
+    (fp16/bf16) and ``eta_out`` half its smallest subnormal spacing. Two inexact
+    sides (cuDNN vs torch) add their bounds. ``lam`` is chosen so that a correct
+    result fails with probability at most ``p_false`` per check: the bound fails
+    for one inner product with probability at most about ``2n*exp(-lam^2/2)``,
+    so over M outputs ``lam = sqrt(2*ln(2*n*M/p_false))``.
+
+``exact``
+    benchdnn's method, with the integer fill of :mod:`convcheck.fill`: the exact
+    answer is representable and order-independent, so only identical outputs
+    pass. A reference that is mostly zeros proves little: more than 70% zeros
+    makes the result ``mistrusted``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from . import dtypes
 
 FP32_EPS = 2.0 ** -23  # float32 machine epsilon (spacing at 1.0), as the lesson writes it
+DEFAULT_P_FALSE = 1e-6
+MISTRUST_ZERO_FRACTION = 0.7
+BOUNDS = ("elementwise", "lesson", "exact")
+
+_ETA = {  # half the smallest subnormal of each stored output type
+    "float64": 2.0 ** -1075, "float32": 2.0 ** -150, "float16": 2.0 ** -25, "bfloat16": 2.0 ** -134,
+}
 
 
 @dataclass(frozen=True)
@@ -22,15 +52,144 @@ class LessonBound:
     """``|ours - ref| <= atol + rtol * |ref|`` with ``atol = rtol * max|ref|``."""
 
     k_terms: int
+    dtype: str = "fp32"
 
     name = "lesson"
+    needs_abs_conv = False
+
+    @property
+    def eps(self) -> float:
+        return FP32_EPS if self.dtype == "fp32" else 2.0 * dtypes.get(self.dtype).u
 
     @property
     def rtol(self) -> float:
-        return max(1e-5, 4.0 * FP32_EPS * math.sqrt(self.k_terms))
+        return max(1e-5, 4.0 * self.eps * math.sqrt(self.k_terms))
 
     def atol(self, ref_abs_max: float) -> float:
         return self.rtol * ref_abs_max
 
+    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+        return self.atol(ref_abs_max) + self.rtol * ref_abs
+
+    def summary(self, ref_abs_max: float) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol(ref_abs_max)}
+
     def derivation(self) -> str:
-        return f"rtol = max(1e-5, 4*2^-23*sqrt({self.k_terms})) = {self.rtol:.3e}; atol = rtol * max|ref|"
+        if self.dtype == "fp32":
+            return f"rtol = max(1e-5, 4*2^-23*sqrt({self.k_terms})) = {self.rtol:.3e}; atol = rtol * max|ref|"
+        return (f"lesson rule generalised to {self.dtype}: eps = 2u = 2^{int(math.log2(self.eps))}; "
+                f"rtol = max(1e-5, 4*eps*sqrt({self.k_terms})) = {self.rtol:.3e}; atol = rtol * max|ref|")
+
+
+@dataclass(frozen=True)
+class Side:
+    """How one implementation computes: accumulator, input down-conversion, stored output."""
+
+    label: str
+    u_acc: float
+    u_down: float = 0.0      # roundoff of inputs converted inside the engine (TF32), else 0
+    u_out: float = 0.0       # rounding of the stored output, 0 when it is the accumulator itself
+    eta_out: float = 0.0
+
+    def coefficients(self, lam: float, n: int) -> tuple[float, float]:
+        return lam * math.sqrt(n) * self.u_acc + 2.0 * self.u_down, self.u_out
+
+
+def side_for(implementation: str, dtype: str) -> Side:
+    """The rounding model of ``implementation`` ('numpy', 'torch', 'cudnn', ...) at ``dtype``."""
+    if implementation == "numpy":
+        return Side("numpy float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
+    storage = dtypes.get(dtype).storage
+    narrow_out = storage != "float32"
+    return Side(
+        f"{implementation} {dtype}",
+        u_acc=dtypes.FP32.u,  # fp32 accumulation: what cuDNN and torch do for all four types
+        u_down=dtypes.get("tf32").u if dtype == "tf32" else 0.0,
+        u_out=dtypes.get(dtype).u if narrow_out else 0.0,
+        eta_out=_ETA[storage],
+    )
+
+
+def lambda_for(n: int, outputs: int, p_false: float) -> float:
+    return math.sqrt(2.0 * math.log(2.0 * max(n, 1) * max(outputs, 1) / p_false))
+
+
+@dataclass(frozen=True)
+class ElementwiseBound:
+    k_terms: int
+    outputs: int
+    sides: tuple[Side, ...]
+    p_false: float = DEFAULT_P_FALSE
+    extra: dict = field(default_factory=dict, compare=False)
+
+    name = "elementwise"
+    needs_abs_conv = True
+
+    @property
+    def lam(self) -> float:
+        return lambda_for(self.k_terms, self.outputs, self.p_false)
+
+    def _totals(self) -> tuple[float, float, float]:
+        c_a = c_y = eta = 0.0
+        for s in self.sides:
+            a, y = s.coefficients(self.lam, self.k_terms)
+            c_a, c_y, eta = c_a + a, c_y + y, eta + s.eta_out
+        return c_a, c_y, eta
+
+    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+        if abs_conv is None:
+            raise ValueError("the elementwise bound needs conv(|x|, |w|)")
+        c_a, c_y, eta = self._totals()
+        acc = c_a * abs_conv
+        return acc + c_y * (ref_abs + acc) + eta
+
+    def summary(self, ref_abs_max: float) -> dict:
+        c_a, c_y, eta = self._totals()
+        return {"rtol": c_y, "atol": None, "coef_abs_conv": c_a, "lambda": self.lam, "p_false": self.p_false, "eta": eta}
+
+    def derivation(self) -> str:
+        c_a, c_y, _ = self._totals()
+        parts = []
+        for s in self.sides:
+            a, y = s.coefficients(self.lam, self.k_terms)
+            term = f"{s.label}: {self.lam:.2f}*sqrt({self.k_terms})*2^{round(math.log2(s.u_acc))}"
+            if s.u_down:
+                term += f" + 2*2^{round(math.log2(s.u_down))} (TF32 inputs)"
+            if s.u_out:
+                term += f", output 2^{round(math.log2(s.u_out))}*|y|"
+            parts.append(term)
+        return (f"|ours-ref| <= {c_a:.3e}*conv(|x|,|w|) + {c_y:.3e}*|ref| (+ subnormal eta); "
+                f"{'; '.join(parts)}; lambda from p_false={self.p_false:g} over {self.outputs} outputs")
+
+
+@dataclass(frozen=True)
+class ExactBound:
+    name = "exact"
+    needs_abs_conv = False
+
+    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+        import torch
+
+        return torch.zeros_like(ref_abs)
+
+    def summary(self, ref_abs_max: float) -> dict:
+        return {"rtol": 0.0, "atol": 0.0}
+
+    def derivation(self) -> str:
+        return ("exact: integer inputs whose every partial sum is representable, so every summation order gives "
+                f"the same answer; only identical outputs pass; > {int(MISTRUST_ZERO_FRACTION * 100)}% zeros: mistrusted")
+
+
+def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE):
+    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference)."""
+    n = problem.accumulation_depth
+    if name == "lesson":
+        return LessonBound(n, problem.dtype)
+    if name == "elementwise":
+        outputs = int(math.prod(problem.y_shape))
+        return ElementwiseBound(n, outputs, tuple(side_for(i, problem.dtype) for i in implementations), p_false)
+    if name == "exact":
+        return ExactBound()
+    from .errors import BadInput
+
+    raise BadInput(f"unknown bound {name!r}; expected one of {', '.join(BOUNDS)}")

@@ -10,13 +10,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import backends, plant as plants
-from .bound import LessonBound
+from .bound import MISTRUST_ZERO_FRACTION, LessonBound, make_bound
 from .compare import Comparison, compare, to_torch
 from .errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported
 from .fill import ConvInputs, make_inputs
 from .problem import ConvProblem
 
-STATUS_EXIT = {"passed": EXIT_PASS, "failed": EXIT_MISMATCH, "unsupported": EXIT_UNAVAILABLE, "error": EXIT_INTERNAL}
+STATUS_EXIT = {
+    "passed": EXIT_PASS, "failed": EXIT_MISMATCH, "mistrusted": EXIT_MISMATCH,
+    "unsupported": EXIT_UNAVAILABLE, "error": EXIT_INTERNAL,
+}
+
+#: The bound ``check`` uses unless told otherwise (README, "The bound", says why).
+DEFAULT_BOUND = "elementwise"
 
 _DEFAULT_REFERENCE = {"cudnn": "torch", "torch": "numpy", "numpy": "torch"}
 
@@ -101,6 +107,9 @@ class CheckResult:
     reference_info: dict = field(default_factory=dict)
     message: str = ""
     planted: str | None = None
+    bound: str = DEFAULT_BOUND
+    fill: str = "random"
+    density: float = 1.0
     time_s: float = 0.0
     versions: dict = field(default_factory=dict)
     outputs: Any = None  # (ours, ref, inputs) kept for --save-lesson; not serialised
@@ -129,6 +138,10 @@ class CheckResult:
             "reference": self.plan.reference,
             "reference_device": self.plan.reference_device,
             "seed": self.seed,
+            "bound": self.bound,
+            "fill": self.fill,
+            "density": self.density,
+            "compute_dtype": "fp32",
             "planted_bug": self.planted,
             "max_abs_diff": c.max_abs_diff if c else None,
             "worst_index": list(c.worst_index) if c else None,
@@ -148,6 +161,18 @@ class CheckResult:
         return rec
 
 
+def abs_conv(problem: ConvProblem, inputs: ConvInputs, device: str):
+    """conv(|x|, |w|) in float64 on ``device``: per output, the sum of the magnitudes of its
+    products, which every rounding error is relative to (the elementwise bound)."""
+    import torch
+
+    from .backends.torch_conv import conv_forward
+
+    x = torch.from_numpy(inputs.x).to(device=device, dtype=torch.float64).abs()
+    w = torch.from_numpy(inputs.w).to(device=device, dtype=torch.float64).abs()
+    return conv_forward(problem, x, w)
+
+
 def run_check(
     problem: ConvProblem,
     backend: str = "auto",
@@ -157,26 +182,42 @@ def run_check(
     plant: str | None = None,
     keep_outputs: bool = False,
     inputs: ConvInputs | None = None,
+    bound: str | None = None,
 ) -> CheckResult:
     """Run one check. Bad input raises BadInput; a backend that cannot run here
     raises BackendUnavailable; a problem the backend declines, or any failure
-    inside a backend, comes back as a result with status ``unsupported``/``error``."""
+    inside a backend, comes back as a result with status ``unsupported``/``error``.
+
+    ``bound``: ``elementwise`` (default), ``lesson`` or ``exact`` (which also
+    switches the inputs to benchdnn's exact integer fill)."""
     from .environment import versions
 
     plan = resolve(backend, reference, device)
+    bound_name = bound or DEFAULT_BOUND
+    bnd = make_bound(bound_name, problem, (plan.backend, plan.reference))
     under_test = backends.require(plan.backend, plan.backend_device)
     ref_impl = backends.require(plan.reference, plan.reference_device)
-    inputs = inputs if inputs is not None else make_inputs(problem, seed)
-    test_problem, test_inputs, post = plants.apply(plant, problem, inputs)
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=inputs.seed, planted=plant)
+    if inputs is None:
+        inputs = make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random")
+    planted = plants.apply(plant, problem, inputs)
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=inputs.seed, planted=plant,
+                         bound=bound_name, fill=inputs.kind, density=inputs.density)
     start = time.perf_counter()
     try:
         with device_scope(plan):
-            ours, result.backend_info = under_test.run(test_problem, test_inputs, plan.backend_device)
-            ours = post(to_torch(ours))
+            if planted.compute is not None:
+                ours, result.backend_info = planted.compute(planted.problem, planted.inputs), {"implementation": f"planted: {plant}"}
+            else:
+                ours, result.backend_info = under_test.run(planted.problem, planted.inputs, plan.backend_device)
+            ours = planted.post(to_torch(ours))
             ref, result.reference_info = ref_impl.run(problem, inputs, plan.reference_device)
-            result.comparison = compare(ours, ref, LessonBound(problem.accumulation_depth))
+            a = abs_conv(problem, inputs, "cpu" if plan.reference_device == "cpu" else "cuda") if bnd.needs_abs_conv else None
+            result.comparison = compare(ours, ref, bnd, a)
         result.status = "passed" if result.comparison.passed else "failed"
+        if result.status == "passed" and bound_name == "exact" and result.comparison.ref_zero_fraction > MISTRUST_ZERO_FRACTION:
+            result.status = "mistrusted"
+            result.message = (f"{result.comparison.ref_zero_fraction:.0%} of the reference outputs are zero "
+                              f"(more than {MISTRUST_ZERO_FRACTION:.0%}): an exact match proves little")
         if result.comparison.shape_error:
             result.message = result.comparison.shape_error
         if keep_outputs:
@@ -201,11 +242,11 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
         device = "cuda" if _cuda_usable() else "cpu"
     plan = Plan(backend="stored", backend_device="cpu", reference="torch", reference_device=device)
     ref_impl = backends.require("torch", device)
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1)
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound="lesson")
     start = time.perf_counter()
     with device_scope(plan):
         ref, result.reference_info = ref_impl.run(problem, ConvInputs(x=x, w=w, seed=-1), device)
-        result.comparison = compare(y_stored, ref, LessonBound(problem.accumulation_depth))
+        result.comparison = compare(y_stored, ref, LessonBound(problem.accumulation_depth))  # the seed's rule, exactly
     result.status = "passed" if result.comparison.passed else "failed"
     result.time_s = time.perf_counter() - start
     result.versions = versions()

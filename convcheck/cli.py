@@ -12,7 +12,9 @@ import sys
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError
+from .bound import BOUNDS
 from .plant import BUGS
+from .problem import DTYPES
 
 EPILOG = "exit codes: 0 pass, 1 mismatch, 2 bad input, 3 backend unavailable or problem unsupported, 4 internal error"
 
@@ -31,6 +33,11 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mb", type=int, help="override the descriptor's batch size (as benchdnn's --mb)")
     p.add_argument("--mode", choices=("xcorr", "conv"), default="xcorr",
                    help="cross-correlation (what deep learning calls convolution; default) or true convolution")
+    p.add_argument("--dtype", choices=DTYPES, default="fp32",
+                   help="fp32 = IEEE fp32 on both sides; tf32 = TF32 on purpose; fp16/bf16 tensors; all accumulate in fp32")
+    p.add_argument("--layout", default="nchw", type=str.lower,
+                   choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"),
+                   help="memory layout: channels first (nchw, also for 1-D/3-D) or channels last (nhwc)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what it is compared with (default: torch for cudnn, numpy for torch)")
     c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (recorded)")
+    c.add_argument("--bound", choices=BOUNDS, default="elementwise",
+                   help="elementwise (default): per-element from accumulation depth and roundoffs; "
+                        "lesson: the seed's rtol/atol; exact: integer inputs, identical outputs only")
     c.add_argument("--json", action="store_true", help="print one JSON record instead of the report")
     c.add_argument("--evidence", metavar="FILE", help="write the report and the JSON record (with all versions) to FILE")
     c.add_argument("--save-lesson", metavar="DIR", help="write conv_shapes.txt and conv_{x,w,y}.f32 of this run (y = the output under test)")
@@ -85,7 +95,9 @@ def _emit(result, as_json: bool, evidence: str | None) -> int:
 def _parse_problem(args):
     from .problem import parse_descriptor
 
-    return parse_descriptor(args.descriptor, mb=args.mb, mode=args.mode)
+    from .problem import layout_from_name
+
+    return parse_descriptor(args.descriptor, mb=args.mb, mode=args.mode, dtype=args.dtype, layout=layout_from_name(args.layout))
 
 
 def cmd_check(args) -> int:
@@ -99,7 +111,7 @@ def cmd_check(args) -> int:
 
         lesson_shapes(problem)  # refuse before running if the lesson format cannot hold it
     result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
-                       seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson))
+                       seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound)
     if args.save_lesson and result.outputs is not None:
         from .lesson_io import write_lesson
 

@@ -55,14 +55,16 @@ class Comparison:
     max_abs_diff: float
     worst_index: tuple[int, ...]
     max_ratio: float  # largest observed |diff| / allowed, over all elements (headroom)
-    rtol: float
-    atol: float
+    rtol: float | None
+    atol: float | None
     ref_abs_max: float
     bound: str
     derivation: str
     device: str
     mismatches: list[Mismatch] = field(default_factory=list)
     shape_error: str = ""
+    ref_zero_fraction: float = 0.0
+    bound_params: dict = field(default_factory=dict)
 
     @property
     def first_mismatch(self) -> Mismatch | None:
@@ -87,6 +89,8 @@ class Comparison:
             ),
             "mismatches": [{"index": list(m.index), "ours": m.ours, "ref": m.ref} for m in self.mismatches],
             "shape_error": self.shape_error,
+            "ref_zero_fraction": self.ref_zero_fraction,
+            "bound_params": self.bound_params,
         }
 
 
@@ -94,8 +98,11 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(flat), tuple(shape))) if len(shape) else ()
 
 
-def compare(ours: Any, ref: Any, bound) -> Comparison:
-    """Judge ``ours`` against ``ref`` with ``bound`` (an object with rtol, atol(max|ref|), name, derivation())."""
+def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
+    """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
+
+    ``abs_conv`` is conv(|x|, |w|) (any library), needed by bounds whose
+    ``needs_abs_conv`` is true; it is moved to the comparison's device."""
     import torch
 
     a, b = to_torch(ours), to_torch(ref)
@@ -106,7 +113,7 @@ def compare(ours: Any, ref: Any, bound) -> Comparison:
     if tuple(a.shape) != tuple(b.shape):
         return Comparison(
             passed=False, total=int(b.numel()), outside=int(b.numel()), max_abs_diff=float("inf"),
-            worst_index=(), max_ratio=float("inf"), rtol=bound.rtol, atol=float("nan"), ref_abs_max=float("nan"),
+            worst_index=(), max_ratio=float("inf"), rtol=None, atol=None, ref_abs_max=float("nan"),
             bound=bound.name, derivation=bound.derivation(), device=device,
             shape_error=f"shape mismatch: ours {tuple(a.shape)}, reference {tuple(b.shape)}",
         )
@@ -114,9 +121,14 @@ def compare(ours: Any, ref: Any, bound) -> Comparison:
     ref_abs = b64.abs()
     finite_ref = torch.isfinite(b64)
     ref_abs_max = float(torch.where(finite_ref, ref_abs, torch.zeros_like(ref_abs)).max()) if b64.numel() else 0.0
-    rtol, atol = bound.rtol, bound.atol(ref_abs_max)
+    summary = bound.summary(ref_abs_max)
+    a_conv = None
+    if getattr(bound, "needs_abs_conv", False):
+        if abs_conv is None:
+            raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
+        a_conv = to_torch(abs_conv).to(device=b64.device, dtype=torch.float64)
     # Where the reference is NaN or infinite only an identical answer passes.
-    allowed = torch.where(finite_ref, atol + rtol * ref_abs, torch.zeros_like(ref_abs))
+    allowed = torch.where(finite_ref, bound.allowed(ref_abs, ref_abs_max, a_conv), torch.zeros_like(ref_abs))
 
     diff = (a64 - b64).abs()
     same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
@@ -148,11 +160,13 @@ def compare(ours: Any, ref: Any, bound) -> Comparison:
         max_abs_diff=max_abs_diff,
         worst_index=_unravel(flat_worst, a.shape),
         max_ratio=max_ratio,
-        rtol=rtol,
-        atol=atol,
+        rtol=summary.get("rtol"),
+        atol=summary.get("atol"),
         ref_abs_max=ref_abs_max,
         bound=bound.name,
         derivation=bound.derivation(),
         device=device,
         mismatches=mismatches,
+        ref_zero_fraction=float((b64 == 0).sum()) / max(b64.numel(), 1),
+        bound_params=summary,
     )

@@ -22,8 +22,24 @@ _IMPL = {
 }
 
 
+def _dtype_note(name: str) -> str:
+    from .dtypes import get
+
+    return get(name).math_note
+
+
 def _fmt_index(index) -> str:
     return "(" + ", ".join(str(i) for i in index) + ")"
+
+
+def _tolerance_line(c) -> str:
+    if c.bound == "lesson":
+        return f"tolerance |ours - ref| <= {c.atol:.3e} + {c.rtol:.3e}*|ref|   (lesson bound)"
+    if c.bound == "elementwise":
+        p = c.bound_params
+        return (f"tolerance |ours - ref| <= {p['coef_abs_conv']:.3e}*conv(|x|,|w|) + {p['rtol']:.3e}*|ref|   "
+                f"(elementwise bound, lambda {p['lambda']:.2f}, false-alarm probability <= {p['p_false']:g} per check)")
+    return "tolerance none: only identical outputs pass   (exact bound, integer inputs)"
 
 
 def _math_lines(info: dict) -> list[str]:
@@ -63,8 +79,14 @@ def report_text(result: CheckResult) -> str:
     r = result.reference_info
     lines.append(f"reference {_IMPL.get(plan.reference, plan.reference)} on {plan.reference_device}")
     lines += _math_lines(r)
+    if result.fill == "exact":
+        lines.append(f"inputs    exact integer fill, input density {result.density:.3g} (seed {result.seed})")
+    else:
+        lines.append(f"inputs    uniform random in [-1, 1) (seed {result.seed})")
     if result.planted:
         lines.append(f"PLANTED BUG: {result.planted} (the check must fail)")
+    if result.status == "mistrusted":
+        lines.append(f"MISTRUSTED: {result.message}")
     if result.status in ("unsupported", "error"):
         lines.append(f"{result.status.upper()}: {result.message}")
         return "\n".join(lines)
@@ -72,12 +94,14 @@ def report_text(result: CheckResult) -> str:
         lines.append(f"FAILED: {c.shape_error}")
         return "\n".join(lines)
     lines += [
-        f"tolerance |ours - ref| <= {c.atol:.3e} + {c.rtol:.3e}*|ref|   ({c.bound} bound)",
+        _tolerance_line(c),
         f"          {c.derivation}",
         f"largest |ours - ref| = {c.max_abs_diff:.3e} at {_fmt_index(c.worst_index)}; "
         f"largest error/allowed = {c.max_ratio:.3g}",
     ]
-    if c.outside:
+    if result.status == "mistrusted":
+        pass
+    elif c.outside:
         m = c.first_mismatch
         lines.append(f"first mismatch at {_fmt_index(m.index)}: ours {m.ours:.9g}, ref {m.ref:.9g}")
         lines.append(f"FAILED: {c.outside} of {c.total} outputs outside tolerance")

@@ -51,7 +51,15 @@ def torch_conv_is_ieee() -> bool:
 
 @contextmanager
 def torch_ieee_fp32():
-    """Inside: torch's cuDNN convolutions are IEEE fp32 and cudnn.benchmark is off.
+    """Inside: torch's cuDNN convolutions are IEEE fp32 and cudnn.benchmark is off."""
+    with torch_conv_math(tf32=False):
+        yield
+
+
+@contextmanager
+def torch_conv_math(tf32: bool):
+    """Inside: torch's cuDNN fp32 convolutions use TF32 exactly when ``tf32`` is true;
+    cudnn.benchmark is off. A check of "fp32" pins IEEE; a check of "tf32" asks for TF32.
 
     With the new spelling, conv and RNN are both set to "ieee" (setting only conv
     would make the legacy flag unreadable); the legacy ``allow_tf32 = False`` is
@@ -66,9 +74,9 @@ def torch_ieee_fp32():
     saved = (conv.fp32_precision, rnn.fp32_precision) if new_api else cudnn.allow_tf32
     saved_benchmark = cudnn.benchmark
     if new_api:
-        conv.fp32_precision = rnn.fp32_precision = "ieee"
+        conv.fp32_precision = rnn.fp32_precision = "tf32" if tf32 else "ieee"
     else:
-        cudnn.allow_tf32 = False
+        cudnn.allow_tf32 = bool(tf32)
     cudnn.benchmark = False
     try:
         yield

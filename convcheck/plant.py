@@ -1,72 +1,172 @@
-"""Bugs planted on purpose, to show that the check catches them.
+"""Bugs planted on purpose, to show that a check catches them.
 
-A check that passes everything is worthless; ``--plant BUG`` runs the
-implementation under test wrongly in one specific way and the verdict must
-become a mismatch. Each bug changes what the implementation is asked to compute
-(its problem or inputs) or what it hands back (its output), never the reference.
+A check that passes everything is worthless. ``--plant BUG`` makes the
+implementation under test compute wrongly in one specific, realistic way and the
+verdict must become a failure. A bug changes what the implementation is asked to
+compute (its problem or inputs), what it hands back (its output), or replaces the
+computation (fp16 accumulation); the reference is never touched.
+
+``applies(bug, problem)`` says whether a bug means anything for a problem (a
+flipped 1x1 kernel is the same kernel; rounding bf16 inputs to bf16 changes
+nothing), so suites skip meaningless combinations instead of counting them.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Callable
+import itertools
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
 
+import numpy as np
+
+from . import dtypes
 from .errors import BadInput
 from .fill import ConvInputs
 from .problem import ConvProblem
+
+BUGS = {
+    "tf32-inputs": "inputs rounded to TF32 although fp32 was asked",
+    "bf16-inputs": "inputs rounded to bf16",
+    "fp16-output": "output rounded to fp16 although a wider type was asked",
+    "fp16-accumulation": "products summed in an fp16 accumulator instead of fp32",
+    "drop-channel": "input channel 0 read as zeros",
+    "padding": "padding off by one on one side (front +1, back -1 on the last axis)",
+    "flip": "kernel flipped (convolution instead of cross-correlation, or back)",
+    "dilation": "dilation one larger on the last axis (output size kept)",
+    "group-mix": "grouped convolution reading the next group's input channels",
+    "nhwc-as-nchw": "channels-last input memory read as channels-first",
+    "row-unwritten": "one output row never written (the NaN poison stays)",
+    "element": "one output element (the largest) off by 1%",
+}
+
+
+@dataclass
+class Planted:
+    problem: ConvProblem
+    inputs: ConvInputs
+    post: Callable  # applied to the output (a torch tensor)
+    compute: Optional[Callable] = None  # replaces the implementation: (problem, inputs) -> array
 
 
 def _identity(y):
     return y
 
 
-def _scale_one_element(y):
-    """One output element off by 1% (the middle one)."""
+def applies(bug: str, problem: ConvProblem) -> str | None:
+    """None if ``bug`` changes the computation of ``problem``, else why it does not."""
+    k_last = problem.kernel[-1]
+    if bug == "tf32-inputs" and problem.dtype not in ("fp32",):
+        return f"{problem.dtype} inputs already hold at most TF32 precision"
+    if bug == "bf16-inputs" and problem.dtype == "bf16":
+        return "bf16 inputs are already bf16"
+    if bug == "fp16-output" and problem.dtype in ("fp16", "bf16"):
+        return f"a {problem.dtype} output is not wider than fp16"
+    if bug == "flip" and all(k == 1 for k in problem.kernel):
+        return "a 1x1 kernel is its own flip"
+    if bug == "dilation" and k_last == 1:
+        return "dilation does not change a kernel of size 1"
+    if bug == "group-mix" and problem.groups == 1:
+        return "needs groups > 1"
+    if bug == "nhwc-as-nchw" and (problem.ic == 1 or all(i == 1 for i in problem.input)):
+        return "with one channel or one pixel the two layouts coincide"
+    if bug not in BUGS:
+        raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")
+    return None
+
+
+def _with_inputs(inputs: ConvInputs, x=None, w=None) -> ConvInputs:
+    return replace(inputs, x=inputs.x if x is None else x, w=inputs.w if w is None else w)
+
+
+def _scale_largest(y):
+    import torch
+
+    y = y.clone()
     flat = y.reshape(-1) if y.is_contiguous() else None
     if flat is None:
         y = y.contiguous()
         flat = y.reshape(-1)
-    flat[flat.numel() // 2] *= 1.01
+    i = int(torch.argmax(torch.nan_to_num(flat.abs().float(), nan=0.0)))
+    flat[i] = flat[i] * 1.01
     return y
 
 
-def _shift_padding(problem: ConvProblem) -> ConvProblem:
-    """Front padding one larger and back padding one smaller on the last axis: same output size, shifted window."""
-    pre = problem.pad_pre[:-1] + (problem.pad_pre[-1] + 1,)
-    post = problem.pad_post[:-1] + (problem.pad_post[-1] - 1,)
-    return replace(problem, pad_pre=pre, pad_post=post)
+def _row_unwritten(y):
+    y = y.clone()
+    index = (0, 0) + tuple(-1 for _ in range(y.dim() - 3))  # the last row of the first image and channel
+    y[index] = float("nan")
+    return y
 
 
-def _flip_mode(problem: ConvProblem) -> ConvProblem:
-    return replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr")
+def _fp16_output(y):
+    import torch
+
+    return y.to(torch.float16).to(y.dtype)
 
 
-def _drop_channel(inputs: ConvInputs) -> ConvInputs:
-    x = inputs.x.copy()
-    x[:, 0] = 0.0
-    return replace(inputs, x=x)
+def fp16_accumulation(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
+    """The convolution with every partial sum rounded to fp16 (a reduced-precision accumulator)."""
+    from .backends.numpy_ref import pad_input
+
+    g = problem.groups
+    cg, kg = problem.ic // g, problem.oc // g
+    n, out = problem.mb, problem.output
+    xp = pad_input(problem, inputs.x.astype(np.float32))
+    xp = xp.reshape(n, g, cg, *xp.shape[2:])
+    wk = inputs.w.astype(np.float32).reshape(g, kg, cg, *problem.kernel)
+    if problem.mode == "conv":
+        wk = wk[(Ellipsis,) + (slice(None, None, -1),) * problem.ndim]
+    acc = np.zeros((n, g, kg, int(np.prod(out))), dtype=np.float16)
+    for tap in itertools.product(*(range(k) for k in problem.kernel)):
+        window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, problem.dilation, out, problem.stride))
+        xs = xp[(slice(None),) * 3 + window].reshape(n, g, cg, -1)
+        wt = wk[(slice(None),) * 3 + tap]
+        for c in range(cg):
+            prod = (wt[None, :, :, c, None] * xs[:, :, None, c, :]).astype(np.float16)
+            acc = (acc.astype(np.float32) + prod.astype(np.float32)).astype(np.float16)
+    return acc.astype(np.float32).reshape(n, problem.oc, *out)
 
 
-BUGS = {
-    "element": "one output element multiplied by 1.01",
-    "padding": "padding shifted by one on the last axis (front +1, back -1)",
-    "flip": "kernel flipped (convolution instead of cross-correlation or back)",
-    "drop-channel": "input channel 0 read as zeros",
-}
-
-
-def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> tuple[ConvProblem, ConvInputs, Callable]:
-    """(problem, inputs) for the implementation under test, and a function applied to its output."""
+def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
+    """What the implementation under test computes when ``bug`` is planted."""
     if bug is None:
-        return problem, inputs, _identity
-    if bug == "element":
-        return problem, inputs, _scale_one_element
-    if bug == "padding":
-        return _shift_padding(problem), inputs, _identity
-    if bug == "flip":
-        if all(k == 1 for k in problem.kernel):
-            raise BadInput("--plant flip needs a kernel larger than 1 (a 1x1 kernel is its own flip)")
-        return _flip_mode(problem), inputs, _identity
+        return Planted(problem, inputs, _identity)
+    why_not = applies(bug, problem)
+    if why_not:
+        raise BadInput(f"--plant {bug} does not change this problem: {why_not}")
+    if bug == "tf32-inputs":
+        return Planted(problem, _with_inputs(inputs, dtypes.round_tf32(inputs.x), dtypes.round_tf32(inputs.w)), _identity)
+    if bug == "bf16-inputs":
+        return Planted(problem, _with_inputs(inputs, dtypes.round_bf16(inputs.x), dtypes.round_bf16(inputs.w)), _identity)
+    if bug == "fp16-output":
+        return Planted(problem, inputs, _fp16_output)
+    if bug == "fp16-accumulation":
+        return Planted(problem, inputs, _identity, compute=fp16_accumulation)
     if bug == "drop-channel":
-        return problem, _drop_channel(inputs), _identity
+        x = inputs.x.copy()
+        x[:, 0] = 0.0
+        return Planted(problem, _with_inputs(inputs, x), _identity)
+    if bug == "padding":
+        pre = problem.pad_pre[:-1] + (problem.pad_pre[-1] + 1,)
+        post = problem.pad_post[:-1] + (problem.pad_post[-1] - 1,)
+        return Planted(replace(problem, pad_pre=pre, pad_post=post), inputs, _identity)
+    if bug == "flip":
+        return Planted(replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr"), inputs, _identity)
+    if bug == "dilation":
+        k = problem.kernel[-1]
+        dil = problem.dilation[:-1] + (problem.dilation[-1] + 1,)
+        post = problem.pad_post[:-1] + (problem.pad_post[-1] + (k - 1),)  # the window grew by k-1: keep the output size
+        return Planted(replace(problem, dilation=dil, pad_post=post), inputs, _identity)
+    if bug == "group-mix":
+        cg = problem.ic // problem.groups
+        return Planted(problem, _with_inputs(inputs, np.roll(inputs.x, -cg, axis=1)), _identity)
+    if bug == "nhwc-as-nchw":
+        x = inputs.x
+        order = (0, *range(2, x.ndim), 1)
+        misread = np.ascontiguousarray(x.transpose(order)).reshape(x.shape)  # NHWC bytes, NCHW indexing
+        return Planted(problem, _with_inputs(inputs, misread), _identity)
+    if bug == "row-unwritten":
+        return Planted(problem, inputs, _row_unwritten)
+    if bug == "element":
+        return Planted(problem, inputs, _scale_largest)
     raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")

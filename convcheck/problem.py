@@ -27,11 +27,24 @@ from typing import Iterable, Sequence
 from .errors import BadInput
 
 MODES = ("xcorr", "conv")
-DTYPES = ("fp32",)
+DTYPES = ("fp32", "tf32", "fp16", "bf16")
 DIRECTIONS = ("fprop",)
 LAYOUTS = ("ncx", "nxc")  # channels first (NCHW...) / channels last (NHWC...)
 
 _AXES = ("d", "h", "w")
+
+_LAYOUT_NAMES = {
+    "ncx": "ncx", "nchw": "ncx", "ncw": "ncx", "ncdhw": "ncx", "channels_first": "ncx",
+    "nxc": "nxc", "nhwc": "nxc", "nwc": "nxc", "ndhwc": "nxc", "channels_last": "nxc",
+}
+
+
+def layout_from_name(name: str) -> str:
+    """'nchw'/'ncw'/'ncdhw' -> 'ncx' (channels first); 'nhwc'/'nwc'/'ndhwc' -> 'nxc' (channels last)."""
+    try:
+        return _LAYOUT_NAMES[name.lower()]
+    except KeyError:
+        raise BadInput(f"unknown layout {name!r}; expected nchw (channels first) or nhwc (channels last)") from None
 
 
 def _as_tuple(value, ndim: int, what: str) -> tuple[int, ...]:

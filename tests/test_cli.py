@@ -25,10 +25,39 @@ def test_check_passes_on_the_cpu_and_says_why_cudnn_was_not_used():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cuDNN not used: " in done.stdout
     assert "PASSED: all 3136 outputs inside tolerance" in done.stdout
+    assert "elementwise bound" in done.stdout
+
+
+def test_lesson_bound_prints_the_seed_formula():
+    done = run_cli("check", DESC, "--bound", "lesson")
+    assert done.returncode == 0, done.stdout + done.stderr
     assert "rtol = max(1e-5, 4*2^-23*sqrt(144))" in done.stdout
 
 
-@pytest.mark.parametrize("bug", ["element", "padding", "flip", "drop-channel"])
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_dtypes_and_layouts_pass(dtype, layout):
+    done = run_cli("check", "g2mb2ic8ih9oc8oh5kh3sh2ph1", "--dtype", dtype, "--layout", layout, "--json",
+                   "--backend", "torch", "--device", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = json.loads(done.stdout)
+    assert rec["dtype"] == dtype and rec["layout"] == ("NCHW" if layout == "nchw" else "NHWC")
+    assert rec["bound_ratio"] < 1
+
+
+def test_exact_bound_passes_bit_exact_and_mistrusts_zeros():
+    done = run_cli("check", DESC, "--bound", "exact", "--json", "--backend", "torch", "--device", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = json.loads(done.stdout)
+    assert rec["max_abs_diff"] == 0 and rec["fill"] == "exact"
+    # shapes_large_padding: 98 of 100 outputs read only padding, so an exact match proves little
+    sparse = run_cli("check", "ic16oc16_iw1kw3ow100pw100", "--bound", "exact", "--json",
+                     "--backend", "torch", "--device", "cpu")
+    rec = json.loads(sparse.stdout)
+    assert rec["status"] == "mistrusted" and sparse.returncode == 1, rec
+
+
+@pytest.mark.parametrize("bug", ["element", "padding", "flip", "drop-channel", "tf32-inputs", "row-unwritten"])
 def test_planted_bug_exits_1(bug):
     done = run_cli("check", DESC, "--plant", bug)
     assert done.returncode == 1, done.stdout + done.stderr

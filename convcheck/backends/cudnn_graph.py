@@ -17,7 +17,10 @@ writes cannot pass, and it reaches torch with ``torch.from_dlpack`` (same memory
 
 For fp32 the engines whose numerical notes say they down-convert inputs
 (TENSOR_CORE, DOWN_CONVERT_INPUTS: TF32 on Ampere and newer) are deselected, so an
-fp32 check really is IEEE fp32; the evidence lists the notes that were removed.
+fp32 check really is IEEE fp32; for tf32 only TENSOR_CORE engines are kept, so a
+TF32 check really uses TF32; the evidence lists the notes that were filtered.
+fp16 and bf16 tensors accumulate in fp32 (compute type FLOAT). CuPy has no
+bfloat16, so bf16 buffers are uint16 bit patterns, viewed as bfloat16 in torch.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import layout
+from .. import dtypes, layout
 from ..errors import Unsupported
 from ..problem import ConvProblem
 from . import frontend_compat as fc
@@ -158,14 +161,20 @@ def run(problem: ConvProblem, inputs, device: str = "cuda"):
 
     cudnn = fc.import_frontend()
     cl = problem.layout == "nxc"
+    storage = dtypes.get(problem.dtype).storage
+    buf_dtype, to_host_buffer, poison = {
+        "float32": (np.float32, lambda a: a, np.float32(np.nan)),
+        "float16": (np.float16, lambda a: a.astype(np.float16), np.float16(np.nan)),
+        "bfloat16": (np.uint16, dtypes.bf16_bits, np.uint16(0x7FC0)),  # bf16 quiet NaN
+    }[storage]
     torch_stream = torch.cuda.current_stream()
     stream_ptr = int(torch_stream.cuda_stream)
     with cupy_stream_for(torch_stream):
-        x = layout.allocate(cupy, problem.x_shape, np.float32, cl)
-        x[...] = cupy.asarray(inputs.x)
-        w = layout.allocate(cupy, problem.w_shape, np.float32, cl)
-        w[...] = cupy.asarray(inputs.w)
-        y = layout.allocate(cupy, problem.y_shape, np.float32, cl, fill=np.nan)  # poison
+        x = layout.allocate(cupy, problem.x_shape, buf_dtype, cl)
+        x[...] = cupy.asarray(to_host_buffer(inputs.x))
+        w = layout.allocate(cupy, problem.w_shape, buf_dtype, cl)
+        w[...] = cupy.asarray(to_host_buffer(inputs.w))
+        y = layout.allocate(cupy, problem.y_shape, buf_dtype, cl, fill=poison)
         crop = (slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)
         x_view = x[crop]  # negative back padding: a view with the same strides, never read past
 
@@ -181,11 +190,15 @@ def run(problem: ConvProblem, inputs, device: str = "cuda"):
         _stage("build_operation_graph", g.build_operation_graph)
         heur = [getattr(cudnn.heur_mode, h) for h in HEURISTICS]
         _stage("create_execution_plans", g.create_execution_plans, heur)
-        deselected = []
+        deselected, selected = [], []
         if problem.dtype == "fp32":
             notes = fc.tf32_notes(cudnn)
             _stage("deselect_numeric_notes", g.deselect_numeric_notes, notes)
             deselected = [str(n).split(".")[-1] for n in notes]
+        elif problem.dtype == "tf32":
+            notes = fc.tf32_notes(cudnn)[:1]
+            _stage("select_numeric_notes", g.select_numeric_notes, notes)
+            selected = [str(n).split(".")[-1] for n in notes]
         count = fc.plan_count(g)
         if count == 0:
             raise Unsupported(name, "cuDNN's heuristics offered no execution plan for this graph")
@@ -219,6 +232,8 @@ def run(problem: ConvProblem, inputs, device: str = "cuda"):
         torch_stream.synchronize()
 
     y_torch = torch.from_dlpack(y)
+    if storage == "bfloat16":
+        y_torch = y_torch.view(torch.bfloat16)
     info = {
         "implementation": "cuDNN graph (cudnn-frontend Python API) on CuPy buffers",
         "frontend": fc.frontend_version(cudnn),
@@ -229,6 +244,9 @@ def run(problem: ConvProblem, inputs, device: str = "cuda"):
         "rejected_plans": rejected,
         "heuristics": list(HEURISTICS),
         "deselected_numeric_notes": deselected,
+        "selected_numeric_notes": selected,
+        "io_dtype": problem.dtype,
+        "compute_dtype": "fp32",
         "workspace_bytes": ws_bytes,
         "execute_ms": float(start.elapsed_time(end)),
         "dlpack_zero_copy": int(y_torch.data_ptr()) == int(y.data.ptr),

@@ -74,6 +74,7 @@ def backend_version(cudnn) -> str | None:
 def data_type(cudnn, dtype: str):
     return {
         "fp32": cudnn.data_type.FLOAT,
+        "tf32": cudnn.data_type.FLOAT,  # TF32 is a math mode of fp32 tensors, chosen by engine notes
         "fp16": cudnn.data_type.HALF,
         "bf16": cudnn.data_type.BFLOAT16,
     }[dtype]

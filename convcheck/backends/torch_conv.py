@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..math_mode import torch_ieee_fp32, torch_tf32_state
+from .. import dtypes, layout
+from ..math_mode import torch_conv_math, torch_tf32_state
 from ..problem import ConvProblem
 
 name = "torch"
@@ -51,18 +52,38 @@ def conv_forward(problem: ConvProblem, x, w):
     return conv(x, w, bias=None, stride=problem.stride, padding=padding, dilation=problem.dilation, groups=problem.groups)
 
 
+def to_layout(t, channels_last: bool):
+    """The same values stored channels-last (N, spatial..., C in memory) when asked.
+
+    torch recognises these strides as ``channels_last`` (4-D) / ``channels_last_3d``
+    (5-D) memory; for 1-D there is no named format but the strides are the same idea.
+    """
+    if not channels_last:
+        return t.contiguous()
+    order = layout.physical_order(t.dim(), True)
+    inverse = [order.index(a) for a in range(t.dim())]
+    return t.permute(order).contiguous().permute(inverse)
+
+
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
     """Returns (output torch tensor on ``device``, info dict)."""
     import torch
 
-    with torch_ieee_fp32():
-        x = torch.from_numpy(np.ascontiguousarray(inputs.x)).to(device)
-        w = torch.from_numpy(np.ascontiguousarray(inputs.w)).to(device)
+    storage = dtypes.torch_dtype(problem.dtype)
+    channels_last = problem.layout == "nxc"
+    with torch_conv_math(tf32=problem.dtype == "tf32"):
+        x = to_layout(torch.from_numpy(np.ascontiguousarray(inputs.x)).to(device=device, dtype=storage), channels_last)
+        w = to_layout(torch.from_numpy(np.ascontiguousarray(inputs.w)).to(device=device, dtype=storage), channels_last)
         y = conv_forward(problem, x, w)
         info = {
             "implementation": f"torch.nn.functional.conv{problem.ndim}d",
             "device": str(y.device),
+            "dtype": str(storage).replace("torch.", ""),
+            "x_strides": list(x.stride()),
+            "y_strides": list(y.stride()),
             "math": torch_tf32_state(),
             "accumulate": "float32",
         }
+        if problem.dtype == "tf32" and y.device.type == "cpu":
+            info["note"] = "torch has no TF32 on the CPU: this computed IEEE fp32, which the TF32 bound also admits"
     return y, info
