@@ -24,7 +24,7 @@ STATUS_EXIT = {
 #: The bound ``check`` uses unless told otherwise (README, "The bound", says why).
 DEFAULT_BOUND = "elementwise"
 
-_DEFAULT_REFERENCE = {"cudnn": "torch", "torch": "numpy", "numpy": "torch"}
+_DEFAULT_REFERENCE = {"cudnn": "torch", "torch": "numpy", "numpy": "torch", "im2col": "numpy"}
 
 
 @dataclass
@@ -71,12 +71,13 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
         if device == "cpu":
             raise BadInput("the cudnn backend runs on the GPU; --device cpu applies only to torch")
         device = "cuda"
-    elif backend == "numpy":
+    elif backend in ("numpy", "im2col"):
         device = device or ("cuda" if reference == "torch" and _cuda_usable() else "cpu")
     else:
         device = device or ("cuda" if _cuda_usable() else "cpu")
-    backend_device = "cpu" if backend == "numpy" else device
-    reference_device = "cpu" if reference == "numpy" else device
+    host_only = ("numpy", "im2col")
+    backend_device = "cpu" if backend in host_only else device
+    reference_device = "cpu" if reference in host_only else device
     if reference == backend:
         raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r})")
     return Plan(backend, backend_device, reference, reference_device, notes)

@@ -48,9 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="run one problem and compare", epilog=EPILOG)
     _problem_args(c)
-    c.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy"), default="auto",
+    c.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto",
                    help="implementation under test; auto = cudnn on a usable GPU, else torch on the CPU")
-    c.add_argument("--reference", choices=("torch", "numpy", "cudnn"),
+    c.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"),
                    help="what it is compared with (default: torch for cudnn, numpy for torch)")
     c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (recorded)")

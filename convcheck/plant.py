@@ -71,7 +71,32 @@ def applies(bug: str, problem: ConvProblem) -> str | None:
         return "with one channel or one pixel the two layouts coincide"
     if bug not in BUGS:
         raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")
+    if bug in _PROBLEM_BUGS:
+        try:
+            _PROBLEM_BUGS[bug](problem)
+        except BadInput as e:
+            return f"the changed problem is impossible ({e})"
     return None
+
+
+def _shift_padding(problem: ConvProblem) -> ConvProblem:
+    pre = problem.pad_pre[:-1] + (problem.pad_pre[-1] + 1,)
+    post = problem.pad_post[:-1] + (problem.pad_post[-1] - 1,)
+    return replace(problem, pad_pre=pre, pad_post=post)
+
+
+def _grow_dilation(problem: ConvProblem) -> ConvProblem:
+    k = problem.kernel[-1]
+    dil = problem.dilation[:-1] + (problem.dilation[-1] + 1,)
+    post = problem.pad_post[:-1] + (problem.pad_post[-1] + (k - 1),)  # the window grew by k-1: keep the output size
+    return replace(problem, dilation=dil, pad_post=post)
+
+
+def _flip_mode(problem: ConvProblem) -> ConvProblem:
+    return replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr")
+
+
+_PROBLEM_BUGS = {"padding": _shift_padding, "dilation": _grow_dilation, "flip": _flip_mode}
 
 
 def _with_inputs(inputs: ConvInputs, x=None, w=None) -> ConvInputs:
@@ -79,14 +104,13 @@ def _with_inputs(inputs: ConvInputs, x=None, w=None) -> ConvInputs:
 
 
 def _scale_largest(y):
+    """The largest element times 1.01, in float64 so that a bf16/fp16 output does not
+    round the 1% away (the result is a float64 copy)."""
     import torch
 
-    y = y.clone()
-    flat = y.reshape(-1) if y.is_contiguous() else None
-    if flat is None:
-        y = y.contiguous()
-        flat = y.reshape(-1)
-    i = int(torch.argmax(torch.nan_to_num(flat.abs().float(), nan=0.0)))
+    y = y.to(torch.float64).contiguous()
+    flat = y.reshape(-1)
+    i = int(torch.argmax(torch.nan_to_num(flat.abs(), nan=0.0)))
     flat[i] = flat[i] * 1.01
     return y
 
@@ -146,17 +170,8 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
         x = inputs.x.copy()
         x[:, 0] = 0.0
         return Planted(problem, _with_inputs(inputs, x), _identity)
-    if bug == "padding":
-        pre = problem.pad_pre[:-1] + (problem.pad_pre[-1] + 1,)
-        post = problem.pad_post[:-1] + (problem.pad_post[-1] - 1,)
-        return Planted(replace(problem, pad_pre=pre, pad_post=post), inputs, _identity)
-    if bug == "flip":
-        return Planted(replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr"), inputs, _identity)
-    if bug == "dilation":
-        k = problem.kernel[-1]
-        dil = problem.dilation[:-1] + (problem.dilation[-1] + 1,)
-        post = problem.pad_post[:-1] + (problem.pad_post[-1] + (k - 1),)  # the window grew by k-1: keep the output size
-        return Planted(replace(problem, dilation=dil, pad_post=post), inputs, _identity)
+    if bug in _PROBLEM_BUGS:
+        return Planted(_PROBLEM_BUGS[bug](problem), inputs, _identity)
     if bug == "group-mix":
         cg = problem.ic // problem.groups
         return Planted(problem, _with_inputs(inputs, np.roll(inputs.x, -cg, axis=1)), _identity)
@@ -170,3 +185,28 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
     if bug == "element":
         return Planted(problem, inputs, _scale_largest)
     raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")
+
+
+def effect(bug: str, problem: ConvProblem, inputs: ConvInputs) -> float:
+    """How much ``bug`` changes the answer, in float64: max|planted - correct| / max|correct|.
+
+    0 means the bug is invisible on this problem and these inputs (a dropped
+    channel that the sparse exact fill had already zeroed, a shifted padding
+    whose taps all hit zeros): no check can or should flag it.
+    """
+    import torch
+
+    from .backends.numpy_ref import conv_forward
+
+    correct = conv_forward(problem, inputs.x, inputs.w)
+    planted = apply(bug, problem, inputs)
+    if planted.compute is not None:
+        wrong = np.asarray(planted.compute(planted.problem, planted.inputs), dtype=np.float64)
+    else:
+        wrong = conv_forward(planted.problem, planted.inputs.x, planted.inputs.w)
+    wrong = planted.post(torch.from_numpy(wrong)).to(torch.float64).numpy()
+    scale = float(np.abs(correct).max()) or 1.0
+    diff = np.abs(wrong - correct)
+    if np.isnan(diff).any():
+        return float("inf")
+    return float(diff.max()) / scale

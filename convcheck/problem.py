@@ -196,6 +196,16 @@ class ConvProblem:
         return tuple(max(post, 0) for post in self.pad_post)
 
     @property
+    def reads_input(self) -> bool:
+        """False when along some axis no tap of any output lands on an input element
+        (all in padding, or skipped over by stride and dilation): the output is then
+        identically zero whatever the data, and no check of it proves anything."""
+        for o, s, d, k, pre, i in zip(self.output, self.stride, self.dilation, self.kernel, self.pad_pre, self.cropped_input):
+            if not any(0 <= oo * s + t * d - pre < i for oo in range(o) for t in range(k)):
+                return False
+        return True
+
+    @property
     def layout_name(self) -> str:
         """NCW/NCHW/NCDHW or NWC/NHWC/NDHWC."""
         sp = "".join(a.upper() for a in self.axis_names)

@@ -83,3 +83,21 @@ def test_inputs_are_seeded_and_not_zero():
     a, b, c = make_inputs(p, 7), make_inputs(p, 7), make_inputs(p, 8)
     assert np.array_equal(a.x, b.x) and not np.array_equal(a.x, c.x)
     assert np.count_nonzero(a.x) == a.x.size and a.x.dtype == np.float32
+
+
+def test_torch_is_not_crashed_by_dilation_on_a_one_wide_kernel():
+    """torch 2.13's CPU fp16 conv1d segfaulted on this planted-padding problem; run it in a
+    subprocess so a crash fails this test instead of killing the suite."""
+    import subprocess
+    import sys
+
+    code = (
+        "from convcheck.problem import parse_descriptor\n"
+        "from convcheck import run_check\n"
+        "p = parse_descriptor('mb3ic13iw2oc4ow2kw1sw3pw0dw2', dtype='fp16', layout='nxc')\n"
+        "r = run_check(p, backend='torch', reference='numpy', device='cpu', plant='padding')\n"
+        "print(r.status)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "failed"

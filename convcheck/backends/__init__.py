@@ -17,6 +17,7 @@ _MODULES = {
     "numpy": "convcheck.backends.numpy_ref",
     "torch": "convcheck.backends.torch_conv",
     "cudnn": "convcheck.backends.cudnn_graph",
+    "im2col": "convcheck.backends.im2col",
 }
 
 NAMES = tuple(_MODULES)

@@ -49,7 +49,11 @@ def conv_forward(problem: ConvProblem, x, w):
             pads += [pre, post]
         x = F.pad(x, pads)
         padding = 0
-    return conv(x, w, bias=None, stride=problem.stride, padding=padding, dilation=problem.dilation, groups=problem.groups)
+    # Dilation means nothing along an axis whose kernel is 1 wide; torch 2.13's CPU
+    # fp16 path segfaults on such a dilation (e.g. conv1d k=1, dilation 3, stride 3,
+    # padding 1), so it is given the identical dilation 1 there.
+    dilation = tuple(d if k > 1 else 1 for d, k in zip(problem.dilation, problem.kernel))
+    return conv(x, w, bias=None, stride=problem.stride, padding=padding, dilation=dilation, groups=problem.groups)
 
 
 def to_layout(t, channels_last: bool):
