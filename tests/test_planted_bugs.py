@@ -95,3 +95,22 @@ def test_exact_bound_gives_bit_identical_answers():
         for p in _problems(dtype)[:6]:
             r = _run(p, make_inputs(p, seed=7, kind="exact"), "exact")
             assert r.comparison.max_abs_diff == 0.0, (dtype, str(p))
+
+
+def test_a_real_torch_cpu_bf16_bug_is_caught_and_a_correct_peer_passes():
+    """torch 2.13's CPU bf16 conv2d is wrong on this shape (found by the planted-bug
+    benchmark). Whatever torch version runs this, the verdict must match the truth:
+    im2col (correct, bf16) passes; torch fails exactly when its error is beyond rounding."""
+    import numpy as np
+    import torch
+
+    from convcheck.backends import numpy_ref, torch_conv
+    from convcheck.problem import parse_descriptor
+
+    p = parse_descriptor("mb2ic1ih6iw1oc4oh11ow1kh4kw2sh1sw2ph5pw1", mode="conv", dtype="bf16")
+    inputs = make_inputs(p, seed=224)
+    assert _run(p, inputs, "elementwise", backend="im2col").status == "passed"
+    truth = numpy_ref.conv_forward(p, inputs.x, inputs.w)
+    y, _ = torch_conv.run(p, inputs, "cpu")
+    torch_wrong = float(np.abs(y.double().numpy() - truth).max()) > 1e-2 * float(np.abs(truth).max())
+    assert _run(p, inputs, "elementwise").status == ("failed" if torch_wrong else "passed")
