@@ -52,7 +52,7 @@ def report_text(result: CheckResult) -> str:
     v = result.versions
     lines = [
         f"convcheck {v.get('convcheck', '?')}: {plan.backend} vs {plan.reference}",
-        f"problem   {p.descriptor()}  ({p.layout_name}, {p.dtype}, "
+        f"problem   {p.descriptor()}  ({p.layout_name}, {p.dtype}: {_dtype_note(p.dtype)}, "
         f"{'cross-correlation' if p.mode == 'xcorr' else 'convolution'}, output {list(p.y_shape)}, "
         f"accumulation depth {p.accumulation_depth})",
     ]

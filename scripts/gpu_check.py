@@ -43,6 +43,29 @@ def format_table(rows) -> str:
     return "\n".join(lines)
 
 
+def real_tf32_row():
+    """cuDNN with TF32 engines on purpose, judged by the fp32 bound: the trap must be caught."""
+    import torch
+
+    from convcheck.backends import cudnn_graph, torch_conv
+    from convcheck.bound import make_bound
+    from convcheck.check import abs_conv
+    from convcheck.compare import compare
+    from convcheck.fill import make_inputs
+
+    p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
+    inputs = make_inputs(p, 0)
+    t0 = time.perf_counter()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        y, info = cudnn_graph.run(p.with_(dtype="tf32"), inputs, "cuda")
+        ref, _ = torch_conv.run(p, inputs, "cuda")
+        c = compare(y, ref, make_bound("elementwise", p, ("cudnn", "torch")), abs_conv(p, inputs, "cuda"))
+    stream.synchronize()
+    return row("real TF32 engine judged as fp32", "passed" if c.passed else "failed", info["engine"], c.max_abs_diff,
+               c.max_ratio, time.perf_counter() - t0, expected="failed")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="gpu-logs")
@@ -92,12 +115,34 @@ def main() -> int:
         problems += [(p.name or p.descriptor(), p) for p in read_batch_file(resnet, mb=args.mb)[:5]]
     else:
         print(f"warning: {resnet} not found; resnet layers skipped", file=sys.stderr)
-    checks = [(label, p, None, "passed") for label, p in problems]
-    checks.append(("lesson, planted bug: padding", parse_descriptor(LESSON), "padding", "failed"))
-    checks.append(("lesson, planted bug: element", parse_descriptor(LESSON), "element", "failed"))
-    for label, problem, bug, expected in checks:
+    checks = [(label, p, None, "passed", "elementwise") for label, p in problems]
+    # One case per dimension, layout, dtype, groups and padding kind (issue 3).
+    space = [
+        ("1-D", "mb8ic32iw256oc32ow256kw5pw2", {}),
+        ("1-D NWC", "mb8ic32iw256oc32ow256kw5pw2", {"layout": "nxc"}),
+        ("2-D NHWC", "mb8ic64ih56oc64oh56kh3ph1", {"layout": "nxc"}),
+        ("3-D", "mb2ic16id16ih16iw16oc16od16oh16ow16kd3kh3kw3pd1ph1pw1", {}),
+        ("3-D NDHWC", "mb2ic16id16ih16iw16oc16od16oh16ow16kd3kh3kw3pd1ph1pw1", {"layout": "nxc"}),
+        ("groups 4", "g4mb8ic64ih28oc64oh28kh3ph1", {}),
+        ("depthwise", "g64mb8ic64ih56oc64oh28kh3sh2ph1", {}),
+        ("asymmetric padding", "mb8ic32ih29oc32oh15kh3sh2ph2dh1", {}),
+        ("negative back padding", "mb8ic32ih12oc32oh5kh3sh2ph0", {}),
+        ("padding > kernel", "mb8ic16oc16_ih10kh5_ph7sh1", {}),
+        ("convolution mode", "mb8ic64ih28oc64oh28kh3ph1", {"mode": "conv"}),
+    ]
+    for label, desc, kw in space:
+        checks.append((label, parse_descriptor(desc, **kw), None, "passed", "elementwise"))
+    for dtype in ("tf32", "fp16", "bf16"):
+        checks.append((f"{dtype} res2a_branch2b", parse_descriptor("mb8ic64ih56oc64oh56kh3ph1", dtype=dtype), None, "passed", "elementwise"))
+        checks.append((f"{dtype} NHWC lesson", parse_descriptor(LESSON, dtype=dtype, layout="nxc"), None, "passed", "elementwise"))
+    for dtype in ("fp32", "fp16", "bf16"):
+        checks.append((f"exact {dtype}", parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", dtype=dtype), None, "passed", "exact"))
+    checks.append(("lesson bound (seed rule)", parse_descriptor(LESSON), None, "passed", "lesson"))
+    for bug in ("padding", "element", "tf32-inputs", "fp16-output", "nhwc-as-nchw", "row-unwritten"):
+        checks.append((f"planted bug: {bug}", parse_descriptor("g2mb2ic16ih14oc16oh14kh3ph1"), bug, "failed", "elementwise"))
+    for label, problem, bug, expected, bound in checks:
         try:
-            result = run_check(problem, backend="cudnn", seed=0, plant=bug)
+            result = run_check(problem, backend="cudnn", seed=0, plant=bug, bound=bound)
         except Exception as e:  # keep going: one broken check must not hide the others
             print(f"{label}: {type(e).__name__}: {e}", file=sys.stderr)
             rows.append(row(label, "exception", None, None, None, 0.0, expected))
@@ -109,6 +154,7 @@ def main() -> int:
             print(report_text(result))
         rows.append(row(label, result.status, result.backend_info.get("engine"), rec["max_abs_diff"], rec["bound_ratio"],
                         result.time_s, expected))
+    rows.append(real_tf32_row())
     records.close()
     table = format_table(rows)
     (out / "gpu_check_table.txt").write_text(table + "\n", encoding="utf-8")

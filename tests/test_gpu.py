@@ -94,3 +94,68 @@ def test_cli_check_save_lesson_and_lesson(tmp_path):
     again = run_cli("lesson", str(lesson_dir))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "inside tolerance" in again.stdout
+
+
+# ---- issue 3: the whole problem space on the GPU -------------------------------------
+
+SPACE = [
+    ("1-D", "mb2ic16iw30oc8ow30kw3pw1", {}),
+    ("1-D channels last", "mb2ic16iw30oc8ow30kw3pw1", {"layout": "nxc"}),
+    ("2-D NHWC", "mb2ic16ih14oc8oh14kh3ph1", {"layout": "nxc"}),
+    ("3-D", "mb2ic8id6ih6iw6oc8od6oh6ow6kd3kh3kw3pd1ph1pw1", {}),
+    ("3-D NDHWC", "mb2ic8id6ih6iw6oc8od6oh6ow6kd3kh3kw3pd1ph1pw1", {"layout": "nxc"}),
+    ("groups", "g4mb2ic16ih14oc16oh14kh3ph1", {}),
+    ("depthwise", "g32mb2ic32ih14oc32oh14kh3ph1", {}),
+    ("asymmetric padding", "mb2ic8ih13oc16oh7kh3sh2ph3dh1", {}),
+    ("negative back padding", "mb2ic8ih12oc8oh5kh3sh2ph0", {}),
+    ("padding > kernel", "mb1ic16oc16_ih10kh5_ph7sh1", {}),
+    ("convolution mode", "mb2ic16ih14oc8oh14kh3ph1", {"mode": "conv"}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16"])
+@pytest.mark.parametrize("label,desc,kw", SPACE, ids=[s[0] for s in SPACE])
+def test_problem_space_and_dtypes_pass(label, desc, kw, dtype):
+    result = run_check(parse_descriptor(desc, dtype=dtype, **kw), backend="cudnn", seed=2)
+    allowed = {"passed"} if dtype == "fp32" else {"passed", "unsupported"}  # unsupported: cuDNN's own "no"
+    assert result.status in allowed, (label, dtype, result.message, result.comparison)
+    if result.status == "passed":
+        assert result.backend_info["dlpack_zero_copy"] is True
+        strides = result.backend_info["x"]["strides"]
+        assert (strides[1] == 1) == (kw.get("layout") == "nxc")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_exact_bound_is_bit_exact_on_the_gpu(dtype):
+    result = run_check(parse_descriptor("mb4ic64ih28oc32oh28kh3ph1", dtype=dtype), backend="cudnn", bound="exact")
+    assert result.status == "passed" and result.comparison.max_abs_diff == 0.0, result.comparison
+
+
+def test_real_tf32_is_caught_by_an_fp32_check():
+    """cuDNN run with TF32 engines on purpose, judged as if fp32 had been asked: must fail."""
+    import torch
+
+    from convcheck.bound import make_bound
+    from convcheck.backends import torch_conv
+    from convcheck.compare import compare
+
+    p32 = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1")
+    inputs = make_inputs(p32, 9)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        y_tf32, info = cudnn_graph.run(p32.with_(dtype="tf32"), inputs, "cuda")
+        ref, _ = torch_conv.run(p32, inputs, "cuda")
+        from convcheck.check import abs_conv
+
+        verdict = compare(y_tf32, ref, make_bound("elementwise", p32, ("cudnn", "torch")), abs_conv(p32, inputs, "cuda"))
+    assert info["selected_numeric_notes"] == ["TENSOR_CORE"]
+    assert not verdict.passed
+    tf32_bound = compare(y_tf32, ref, make_bound("elementwise", p32.with_(dtype="tf32"), ("cudnn", "torch")),
+                         abs_conv(p32, inputs, "cuda"))
+    assert tf32_bound.passed
+
+
+@pytest.mark.parametrize("bug", ["tf32-inputs", "fp16-output", "group-mix", "nhwc-as-nchw", "row-unwritten", "dilation"])
+def test_more_planted_bugs_fail_on_gpu(bug):
+    p = parse_descriptor("g2mb2ic16ih14oc16oh14kh3ph1")
+    assert run_check(p, backend="cudnn", plant=bug).status == "failed"
