@@ -33,7 +33,7 @@ Three bounds, selected with ``--bound`` (DESIGN.md 3):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import dtypes
 
@@ -90,6 +90,7 @@ class Side:
     u_down: float = 0.0      # roundoff of inputs converted inside the engine (TF32), else 0
     u_out: float = 0.0       # rounding of the stored output, 0 when it is the accumulator itself
     eta_out: float = 0.0
+    u_inter: float = 0.0     # rounding of intermediates of an unfused conv+bias+activation (torch in fp16/bf16)
 
     def coefficients(self, lam: float, n: int) -> tuple[float, float]:
         return lam * math.sqrt(n) * self.u_acc + 2.0 * self.u_down, self.u_out
@@ -107,7 +108,20 @@ def side_for(implementation: str, dtype: str) -> Side:
         u_down=dtypes.get("tf32").u if dtype == "tf32" else 0.0,
         u_out=dtypes.get(dtype).u if narrow_out else 0.0,
         eta_out=_ETA[storage],
+        # torch runs conv, bias and activation as separate ops, each storing its result in
+        # the tensor type; cuDNN's fused graph keeps fp32 intermediates.
+        u_inter=dtypes.get(dtype).u if narrow_out and implementation == "torch" else 0.0,
     )
+
+
+#: Per activation: (largest |derivative|, error of its fp32 evaluation in units of u).
+#: An error e in the activation's input leaves at most L*e in its output; the
+#: evaluation itself (exp, tanh, erf in fp32) is allowed a few ulps (unverified
+#: for cuDNN's kernels: 8 ulps is generous for the libm-quality fp32 functions).
+ACTIVATION_FACTORS = {
+    None: (1.0, 0.0), "relu": (1.0, 0.0), "leaky_relu": (1.0, 1.0), "tanh": (1.0, 8.0),
+    "sigmoid": (0.25, 8.0), "gelu": (1.13, 8.0), "gelu_tanh": (1.13, 8.0),
+}
 
 
 def lambda_for(n: int, outputs: int, p_false: float) -> float:
@@ -120,7 +134,7 @@ class ElementwiseBound:
     outputs: int
     sides: tuple[Side, ...]
     p_false: float = DEFAULT_P_FALSE
-    extra: dict = field(default_factory=dict, compare=False)
+    fused: tuple[str, ...] = ()
 
     name = "elementwise"
     needs_abs_conv = True
@@ -136,11 +150,24 @@ class ElementwiseBound:
             c_a, c_y, eta = c_a + a, c_y + y, eta + s.eta_out
         return c_a, c_y, eta
 
+    @property
+    def activation(self) -> str | None:
+        return next((op for op in self.fused if op != "bias"), None)
+
     def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+        """``abs_conv`` is conv(|x|,|w|) (+|bias| when a bias is fused): it bounds every
+        partial sum and the activation's input. A fused bias adds one fp32 rounding of
+        that sum; the activation scales the error by at most L and adds its own."""
         if abs_conv is None:
             raise ValueError("the elementwise bound needs conv(|x|, |w|)")
         c_a, c_y, eta = self._totals()
         acc = c_a * abs_conv
+        if self.fused:
+            lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
+            u_acc = sum(s.u_acc for s in self.sides)
+            bias_rounding = u_acc * abs_conv if "bias" in self.fused else 0.0
+            stored = sum(s.u_inter for s in self.sides) * (1 + ("bias" in self.fused)) * abs_conv
+            acc = lipschitz * (acc + bias_rounding + stored) + act_ulps * u_acc * ref_abs
         return acc + c_y * (ref_abs + acc) + eta
 
     def summary(self, ref_abs_max: float) -> dict:
@@ -158,8 +185,13 @@ class ElementwiseBound:
             if s.u_out:
                 term += f", output 2^{round(math.log2(s.u_out))}*|y|"
             parts.append(term)
+        fused = ""
+        if self.fused:
+            lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
+            fused = (f"; fused {'+'.join(self.fused)}: conv error x {lipschitz:g} (largest slope), "
+                     f"+ bias rounding, + {act_ulps:g} ulp for the activation")
         return (f"|ours-ref| <= {c_a:.3e}*conv(|x|,|w|) + {c_y:.3e}*|ref| (+ subnormal eta); "
-                f"{'; '.join(parts)}; lambda from p_false={self.p_false:g} over {self.outputs} outputs")
+                f"{'; '.join(parts)}; lambda from p_false={self.p_false:g} over {self.outputs} outputs{fused}")
 
 
 @dataclass(frozen=True)
@@ -186,8 +218,9 @@ def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: fl
     if name == "lesson":
         return LessonBound(n, problem.dtype)
     if name == "elementwise":
-        outputs = int(math.prod(problem.y_shape))
-        return ElementwiseBound(n, outputs, tuple(side_for(i, problem.dtype) for i in implementations), p_false)
+        outputs = int(math.prod(problem.result_shape))
+        return ElementwiseBound(n, outputs, tuple(side_for(i, problem.dtype) for i in implementations), p_false,
+                                tuple(problem.fuse))
     if name == "exact":
         return ExactBound()
     from .errors import BadInput

@@ -135,6 +135,7 @@ class CheckResult:
             "dtype": self.problem.dtype,
             "layout": self.problem.layout_name,
             "direction": self.problem.direction,
+            "fuse": list(self.problem.fuse),
             "accumulation_depth": self.problem.accumulation_depth,
             "backend": self.plan.backend,
             "backend_device": self.plan.backend_device,
@@ -165,18 +166,33 @@ class CheckResult:
 
 
 def abs_conv(problem: ConvProblem, inputs: ConvInputs, device: str):
-    """conv(|x|, |w|) in float64 on ``device``: per output, the sum of the magnitudes of its
-    products, which every rounding error is relative to (the elementwise bound)."""
+    """The problem's sums over magnitudes, in float64 on ``device``: conv(|x|, |w|) for fprop
+    (+|bias| when fused), the dgrad/wgrad of |dy| likewise. Every rounding error of an
+    element is relative to the terms it sums, whose magnitudes this adds up."""
     import torch
 
-    from .backends import numpy_ref
-    from .backends.torch_conv import conv_forward
+    from dataclasses import replace
+
+    from .backends import numpy_ref, torch_conv
+
+    plain = replace(problem, fuse=())
+
+    def mag(a):
+        return None if a is None else np.abs(a)
 
     if device == "cpu":
-        return numpy_ref.conv_forward(problem, np.abs(inputs.x), np.abs(inputs.w))
-    x = torch.from_numpy(inputs.x).to(device=device, dtype=torch.float64).abs()
-    w = torch.from_numpy(inputs.w).to(device=device, dtype=torch.float64).abs()
-    return conv_forward(problem, x, w)
+        a = numpy_ref.compute(plain, replace(inputs, x=mag(inputs.x), w=mag(inputs.w), dy=mag(inputs.dy), bias=None))
+        if "bias" in problem.fuse:
+            a = a + np.abs(inputs.bias).astype(np.float64).reshape((1, problem.oc) + (1,) * problem.ndim)
+        return a
+
+    def put(arr):
+        return None if arr is None else torch.from_numpy(np.abs(arr)).to(device=device, dtype=torch.float64)
+
+    a, _ = torch_conv.compute(plain, put(inputs.x), put(inputs.w), put(inputs.dy))
+    if "bias" in problem.fuse:
+        a = a + put(inputs.bias).reshape((1, problem.oc) + (1,) * problem.ndim)
+    return a
 
 
 def run_check(
@@ -189,16 +205,29 @@ def run_check(
     keep_outputs: bool = False,
     inputs: ConvInputs | None = None,
     bound: str | None = None,
+    engine=None,
+    repeat: int = 1,
+    heuristics: tuple[str, ...] | None = None,
 ) -> CheckResult:
     """Run one check. Bad input raises BadInput; a backend that cannot run here
     raises BackendUnavailable; a problem the backend declines, or any failure
     inside a backend, comes back as a result with status ``unsupported``/``error``.
 
     ``bound``: ``elementwise`` (default), ``lesson`` or ``exact`` (which also
-    switches the inputs to benchdnn's exact integer fill)."""
+    switches the inputs to benchdnn's exact integer fill). ``engine`` (index or
+    name), ``repeat`` and ``heuristics`` are for the cudnn backend."""
     from .environment import versions
 
+    if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
+        backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, reference, device)
+    cudnn_options = {}
+    if engine is not None or repeat != 1 or heuristics:
+        if plan.backend != "cudnn":
+            raise BadInput("--engine, --repeat and --heuristics apply to the cudnn backend only")
+        cudnn_options = {"engine": engine, "repeat": repeat}
+        if heuristics:
+            cudnn_options["heuristics"] = tuple(heuristics)
     bound_name = bound or DEFAULT_BOUND
     bnd = make_bound(bound_name, problem, (plan.backend, plan.reference))
     under_test = backends.require(plan.backend, plan.backend_device)
@@ -214,12 +243,17 @@ def run_check(
             if planted.compute is not None:
                 ours, result.backend_info = planted.compute(planted.problem, planted.inputs), {"implementation": f"planted: {plant}"}
             else:
-                ours, result.backend_info = under_test.run(planted.problem, planted.inputs, plan.backend_device)
+                ours, result.backend_info = under_test.run(planted.problem, planted.inputs, plan.backend_device, **cudnn_options)
             ours = planted.post(to_torch(ours))
             ref, result.reference_info = ref_impl.run(problem, inputs, plan.reference_device)
             a = abs_conv(problem, inputs, "cpu" if plan.reference_device == "cpu" else "cuda") if bnd.needs_abs_conv else None
             result.comparison = compare(ours, ref, bnd, a)
         result.status = "passed" if result.comparison.passed else "failed"
+        redzone = result.backend_info.get("redzone")
+        if redzone:
+            result.status, result.message = "failed", "out-of-bounds write: " + "; ".join(redzone)
+        if result.backend_info.get("bitwise_identical") is False:
+            result.plan.notes.append(f"results differ between the {repeat} runs of the same engine (not bitwise reproducible)")
         if result.status == "passed" and bound_name == "exact" and result.comparison.ref_zero_fraction > MISTRUST_ZERO_FRACTION:
             result.status = "mistrusted"
             result.message = (f"{result.comparison.ref_zero_fraction:.0%} of the reference outputs are zero "

@@ -14,7 +14,7 @@ from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError
 from .bound import BOUNDS
 from .plant import BUGS
-from .problem import DTYPES
+from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
 
 EPILOG = "exit codes: 0 pass, 1 mismatch, 2 bad input, 3 backend unavailable or problem unsupported, 4 internal error"
 
@@ -35,9 +35,19 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
                    help="cross-correlation (what deep learning calls convolution; default) or true convolution")
     p.add_argument("--dtype", choices=DTYPES, default="fp32",
                    help="fp32 = IEEE fp32 on both sides; tf32 = TF32 on purpose; fp16/bf16 tensors; all accumulate in fp32")
+    p.add_argument("--direction", choices=DIRECTIONS, default="fprop",
+                   help="fprop (y from x, w), dgrad (dx from dy, w) or wgrad (dw from x, dy)")
+    p.add_argument("--fuse", default="", metavar="OPS",
+                   help=f"fused forward graph: 'bias', an activation ({', '.join(ACTIVATIONS)}) or both: --fuse bias,relu")
     p.add_argument("--layout", default="nchw", type=str.lower,
                    choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"),
                    help="memory layout: channels first (nchw, also for 1-D/3-D) or channels last (nhwc)")
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", metavar="NAME|INDEX", help="run this plan (name as listed by 'engines', or its index)")
+    p.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
+    p.add_argument("--repeat", type=int, default=1, help="run the engine N times; report whether results are bitwise identical")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,12 +71,23 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--evidence", metavar="FILE", help="write the report and the JSON record (with all versions) to FILE")
     c.add_argument("--save-lesson", metavar="DIR", help="write conv_shapes.txt and conv_{x,w,y}.f32 of this run (y = the output under test)")
     c.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; the check must fail")
+    _engine_args(c)
+    c.add_argument("--all-engines", action="store_true", help="check every plan cuDNN offers (same as the engines command)")
 
     l = sub.add_parser("lesson", help="check the C++ lesson's stored files against torch", epilog=EPILOG)
     l.add_argument("directory", help="folder with conv_shapes.txt, conv_x.f32, conv_w.f32, conv_y.f32")
     l.add_argument("--device", choices=("cpu", "cuda"), help="where torch recomputes (default: cuda if usable)")
     l.add_argument("--json", action="store_true")
     l.add_argument("--evidence", metavar="FILE")
+
+    n = sub.add_parser("engines", help="list, check and time every cuDNN engine for one problem", epilog=EPILOG)
+    _problem_args(n)
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--bound", choices=BOUNDS, default="elementwise")
+    n.add_argument("--json", action="store_true", help="one JSON record per engine")
+    n.add_argument("--evidence", metavar="FILE", help="write the table and the records to FILE")
+    _engine_args(n)
+    n.set_defaults(repeat=3)
 
     e = sub.add_parser("env", help="every version that matters to a result")
     e.add_argument("--json", action="store_true")
@@ -97,7 +118,32 @@ def _parse_problem(args):
 
     from .problem import layout_from_name
 
-    return parse_descriptor(args.descriptor, mb=args.mb, mode=args.mode, dtype=args.dtype, layout=layout_from_name(args.layout))
+    fuse = tuple(op.strip() for op in args.fuse.split(",") if op.strip())
+    return parse_descriptor(args.descriptor, mb=args.mb, mode=args.mode, dtype=args.dtype,
+                            layout=layout_from_name(args.layout), direction=args.direction, fuse=fuse)
+
+
+def _heuristics(args):
+    return tuple(h.strip() for h in args.heuristics.split(",") if h.strip()) if args.heuristics else None
+
+
+def cmd_engines(args) -> int:
+    from .engines import check_engines, format_table
+
+    if args.repeat < 1:
+        raise BadInput(f"--repeat must be at least 1, got {args.repeat}")
+    problem = _parse_problem(args)
+    records, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
+                                     engine=args.engine, repeat=args.repeat)
+    lines = [json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) for r in records]
+    table = (f"# {problem}  {context['plan_count']} plans from heuristics {'+'.join(context['heuristics'])}; "
+             f"{context['notes_remark']}\n" + format_table(records))
+    print("\n".join(lines) if args.json else table)
+    if args.evidence:
+        from pathlib import Path
+
+        Path(args.evidence).write_text(table + "\n\n--- records (JSON lines) ---\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return 1 if any(r.status == "failed" for r in records) else 0
 
 
 def cmd_check(args) -> int:
@@ -105,13 +151,21 @@ def cmd_check(args) -> int:
 
     if args.mb is not None and args.mb <= 0:
         raise BadInput(f"--mb must be positive, got {args.mb}")
+    if args.repeat < 1:
+        raise BadInput(f"--repeat must be at least 1, got {args.repeat}")
+    if args.all_engines:
+        if args.backend not in ("auto", "cudnn"):
+            raise BadInput("--all-engines checks cuDNN's engines; it needs --backend cudnn (or auto on a GPU)")
+        args.repeat = max(args.repeat, 3)
+        return cmd_engines(args)
     problem = _parse_problem(args)
     if args.save_lesson:
         from .lesson_io import lesson_shapes
 
         lesson_shapes(problem)  # refuse before running if the lesson format cannot hold it
     result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
-                       seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound)
+                       seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound,
+                       engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args))
     if args.save_lesson and result.outputs is not None:
         from .lesson_io import write_lesson
 
@@ -147,13 +201,13 @@ def cmd_graph(args) -> int:
         cudnn = frontend_compat.import_frontend()
     except ImportError as e:
         raise BackendUnavailable("cudnn", str(e)) from None
-    built = cudnn_graph.build_graph(cudnn, problem, *cudnn_graph.host_descriptors(problem))
+    built = cudnn_graph.build_graph(cudnn, problem, cudnn_graph.host_descriptors(problem))
     print(f"# {problem}  (cudnn-frontend {frontend_compat.frontend_version(cudnn)})")
     print(frontend_compat.graph_text(built.graph))
     return 0
 
 
-COMMANDS = {"check": cmd_check, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+COMMANDS = {"check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def main(argv=None) -> int:

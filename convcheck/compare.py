@@ -29,6 +29,8 @@ def to_torch(array: Any):
 
     if isinstance(array, torch.Tensor):
         return array
+    if isinstance(array, np.ndarray) and any(st < 0 for st in array.strides):
+        array = np.ascontiguousarray(array)  # torch aborts the process on negative DLPack strides
     try:
         return torch.from_dlpack(array)
     except (BufferError, TypeError, RuntimeError):

@@ -28,14 +28,18 @@ EXACT_MAX = 2  # integers in [-EXACT_MAX, EXACT_MAX]
 
 @dataclass(frozen=True)
 class ConvInputs:
-    """Input ``x`` [N, C, *spatial] and filter ``w`` [K, C/g, *kernel], float32 holding
-    values representable in the problem's storage type, logical NC-first order."""
+    """Input ``x`` [N, C, *spatial], filter ``w`` [K, C/g, *kernel], and where the problem
+    needs them the output gradient ``dy`` [N, K, *out] (dgrad, wgrad) and ``bias`` [K]
+    (fused bias); float32 holding values representable in the problem's storage type,
+    logical NC-first order."""
 
     x: np.ndarray
     w: np.ndarray
     seed: int
     kind: str = "random"
     density: float = 1.0
+    dy: np.ndarray | None = None
+    bias: np.ndarray | None = None
 
 
 def exact_digits(dtype: str) -> int:
@@ -48,27 +52,45 @@ def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random") -> Co
     rng = np.random.default_rng(seed)
     if kind == "exact":
         return _exact(problem, rng, seed)
-    x = rng.uniform(-1.0, 1.0, size=problem.x_shape).astype(np.float32)
-    w = rng.uniform(-1.0, 1.0, size=problem.w_shape).astype(np.float32)
-    if problem.dtype in ("fp16", "bf16"):
-        x, w = dtypes.round_to(problem.dtype, x), dtypes.round_to(problem.dtype, w)
-    return ConvInputs(x=x, w=w, seed=seed)
+
+    def draw(shape):
+        a = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+        return dtypes.round_to(problem.dtype, a) if problem.dtype in ("fp16", "bf16") else a
+
+    x, w = draw(problem.x_shape), draw(problem.w_shape)
+    dy = draw(problem.y_shape) if problem.direction != "fprop" else None
+    bias = draw((problem.oc,)) if "bias" in problem.fuse else None
+    return ConvInputs(x=x, w=w, seed=seed, dy=dy, bias=bias)
 
 
 def _exact(problem: ConvProblem, rng, seed: int) -> ConvInputs:
-    from .backends.numpy_ref import conv_forward
+    """Integer operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned."""
+    from dataclasses import replace
+
+    from .backends.numpy_ref import compute
 
     limit = 2.0 ** exact_digits(problem.dtype)
     safe_terms = limit / (EXACT_MAX * EXACT_MAX)
     density = min(1.0, safe_terms / problem.accumulation_depth)
-    x_full = rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=problem.x_shape).astype(np.float32)
-    w = rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=problem.w_shape).astype(np.float32)
-    keep = rng.random(problem.x_shape)
+
+    def ints(shape):
+        return rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=shape).astype(np.float32)
+
+    x, w = ints(problem.x_shape), ints(problem.w_shape)
+    dy = ints(problem.y_shape) if problem.direction != "fprop" else None
+    bias = ints((problem.oc,)) if "bias" in problem.fuse else None
+    thinned = "dy" if problem.direction == "dgrad" else "x"
+    full = dy if thinned == "dy" else x
+    keep = rng.random(full.shape)
+    plain = replace(problem, fuse=())  # the bound is about the sums, before bias and activation
+    inputs = ConvInputs(x=x, w=w, seed=seed, kind="exact", density=density, dy=dy, bias=bias)
     for _ in range(30):
-        x = np.where(keep < density, x_full, np.float32(0))
+        inputs = replace(inputs, density=density, **{thinned: np.where(keep < density, full, np.float32(0))})
         if density >= 1.0 and problem.accumulation_depth * EXACT_MAX * EXACT_MAX <= limit:
             break  # cannot exceed the limit even in the worst case
-        if conv_forward(problem, np.abs(x), np.abs(w)).max(initial=0.0) <= limit:
+        magnitudes = replace(inputs, x=np.abs(inputs.x), w=np.abs(inputs.w),
+                             dy=None if inputs.dy is None else np.abs(inputs.dy))
+        if compute(plain, magnitudes).max(initial=0.0) + (0 if bias is None else EXACT_MAX) <= limit:
             break
         density /= 2
-    return ConvInputs(x=x, w=w, seed=seed, kind="exact", density=density)
+    return inputs

@@ -55,6 +55,11 @@ def _identity(y):
 def applies(bug: str, problem: ConvProblem) -> str | None:
     """None if ``bug`` changes the computation of ``problem``, else why it does not."""
     k_last = problem.kernel[-1]
+    uses_x = problem.direction in ("fprop", "wgrad")
+    if bug in ("drop-channel", "group-mix", "nhwc-as-nchw") and not uses_x:
+        return "dgrad does not read the input x"
+    if bug == "fp16-accumulation" and (problem.direction != "fprop" or problem.fuse):
+        return "emulated for the plain forward convolution only"
     if bug == "tf32-inputs" and problem.dtype not in ("fp32",):
         return f"{problem.dtype} inputs already hold at most TF32 precision"
     if bug == "bf16-inputs" and problem.dtype == "bf16":
@@ -158,10 +163,10 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
     why_not = applies(bug, problem)
     if why_not:
         raise BadInput(f"--plant {bug} does not change this problem: {why_not}")
-    if bug == "tf32-inputs":
-        return Planted(problem, _with_inputs(inputs, dtypes.round_tf32(inputs.x), dtypes.round_tf32(inputs.w)), _identity)
-    if bug == "bf16-inputs":
-        return Planted(problem, _with_inputs(inputs, dtypes.round_bf16(inputs.x), dtypes.round_bf16(inputs.w)), _identity)
+    if bug in ("tf32-inputs", "bf16-inputs"):
+        rnd = dtypes.round_tf32 if bug == "tf32-inputs" else dtypes.round_bf16
+        return Planted(problem, replace(inputs, **{k: rnd(getattr(inputs, k)) for k in ("x", "w", "dy", "bias")
+                                                   if getattr(inputs, k) is not None}), _identity)
     if bug == "fp16-output":
         return Planted(problem, inputs, _fp16_output)
     if bug == "fp16-accumulation":
@@ -196,14 +201,14 @@ def effect(bug: str, problem: ConvProblem, inputs: ConvInputs) -> float:
     """
     import torch
 
-    from .backends.numpy_ref import conv_forward
+    from .backends.numpy_ref import compute
 
-    correct = conv_forward(problem, inputs.x, inputs.w)
+    correct = compute(problem, inputs)
     planted = apply(bug, problem, inputs)
     if planted.compute is not None:
         wrong = np.asarray(planted.compute(planted.problem, planted.inputs), dtype=np.float64)
     else:
-        wrong = conv_forward(planted.problem, planted.inputs.x, planted.inputs.w)
+        wrong = compute(planted.problem, planted.inputs)
     wrong = planted.post(torch.from_numpy(wrong)).to(torch.float64).numpy()
     scale = float(np.abs(correct).max()) or 1.0
     diff = np.abs(wrong - correct)

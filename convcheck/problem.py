@@ -28,7 +28,10 @@ from .errors import BadInput
 
 MODES = ("xcorr", "conv")
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
-DIRECTIONS = ("fprop",)
+DIRECTIONS = ("fprop", "dgrad", "wgrad")
+#: Activations a fused conv + bias + activation graph may end with (cuDNN pointwise modes).
+ACTIVATIONS = ("relu", "leaky_relu", "gelu", "gelu_tanh", "sigmoid", "tanh")
+FUSIONS = ("bias",) + ACTIVATIONS
 LAYOUTS = ("ncx", "nxc")  # channels first (NCHW...) / channels last (NHWC...)
 
 _AXES = ("d", "h", "w")
@@ -80,6 +83,7 @@ class ConvProblem:
     direction: str = "fprop"
     layout: str = "ncx"
     name: str = ""
+    fuse: tuple[str, ...] = ()
 
     def __post_init__(self):
         inp = tuple(self.input) if not isinstance(self.input, int) else (self.input,)
@@ -138,6 +142,16 @@ class ConvProblem:
             raise BadInput(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if self.layout not in LAYOUTS:
             raise BadInput(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        object.__setattr__(self, "fuse", tuple(self.fuse))
+        for op in self.fuse:
+            if op not in FUSIONS:
+                raise BadInput(f"unknown fusion {op!r}; expected bias and/or one of {', '.join(ACTIVATIONS)}")
+        if self.fuse and self.direction != "fprop":
+            raise BadInput("fusions (bias, activations) apply to the forward direction only")
+        if len([op for op in self.fuse if op in ACTIVATIONS]) > 1 or self.fuse.count("bias") > 1:
+            raise BadInput(f"at most one bias and one activation can be fused, got {','.join(self.fuse)}")
+        if "bias" in self.fuse and self.fuse[0] != "bias":
+            raise BadInput("the bias comes before the activation: --fuse bias,relu")
 
     def describe_axis(self, axis: str) -> str:
         j = self.axis_names.index(axis)
@@ -181,8 +195,23 @@ class ConvProblem:
         return (self.mb, self.oc, *self.output)
 
     @property
+    def result_shape(self) -> tuple[int, ...]:
+        """What the operation produces: y for fprop, dx for dgrad, dw for wgrad."""
+        return {"fprop": self.y_shape, "dgrad": self.x_shape, "wgrad": self.w_shape}[self.direction]
+
+    @property
+    def activation(self) -> str | None:
+        return next((op for op in self.fuse if op in ACTIVATIONS), None)
+
+    @property
     def accumulation_depth(self) -> int:
-        """Products summed into one output element: (C/g) * prod(kernel) for fprop."""
+        """Products summed into one result element (DESIGN.md 3): fprop (C/g)*prod(kernel);
+        dgrad (K/g)*prod(kernel), an upper bound since padding and stride drop some;
+        wgrad N*prod(output spatial)."""
+        if self.direction == "dgrad":
+            return (self.oc // self.groups) * math.prod(self.kernel)
+        if self.direction == "wgrad":
+            return self.mb * math.prod(self.output)
         return (self.ic // self.groups) * math.prod(self.kernel)
 
     @property
@@ -258,6 +287,10 @@ class ConvProblem:
             extra.append(f"dtype={self.dtype}")
         if self.layout != "ncx":
             extra.append(f"layout={self.layout_name}")
+        if self.direction != "fprop":
+            extra.append(f"direction={self.direction}")
+        if self.fuse:
+            extra.append(f"fuse={','.join(self.fuse)}")
         return self.descriptor() + (f" ({', '.join(extra)})" if extra else "")
 
 

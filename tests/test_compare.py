@@ -103,3 +103,9 @@ def test_only_first_mismatches_are_reported():
     c = compare(ref + 1.0, ref, LessonBound(9))
     assert c.outside == ref.size and len(c.mismatches) == 10
     assert c.mismatches[0].index == (0, 0, 0, 0)
+
+
+def test_negative_strides_do_not_crash_the_hand_over():
+    ref = np.arange(12.0).reshape(3, 4)
+    flipped = ref[:, ::-1]
+    assert compare(flipped, np.ascontiguousarray(flipped), LessonBound(9)).passed

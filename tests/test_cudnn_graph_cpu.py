@@ -71,7 +71,7 @@ def test_host_descriptors_match_real_array_strides():
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", layout="nxc")
     x = layout.allocate(np, p.x_shape, np.float32, channels_last=True)
-    assert cudnn_graph.host_descriptors(p)[0][1] == layout.element_strides(x)
+    assert cudnn_graph.host_descriptors(p)["X"][1] == layout.element_strides(x)
 
 
 ALT = os.environ.get("CONVCHECK_ALT_FRONTEND", str(REPO / ".venv" / "frontend-1.23"))

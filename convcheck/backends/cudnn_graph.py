@@ -3,16 +3,22 @@
 Data lives in CuPy arrays. Each graph tensor is described from the real dims and
 strides of the CuPy buffer it will read (logical N, C, spatial dims; the strides
 carry the layout), the convolution gets explicit front/back padding, stride,
-dilation and mode, plans come from cuDNN's heuristics (modes A then FALLBACK),
-and the workspace is a CuPy buffer.
+dilation and mode, plans come from cuDNN's heuristics (modes A then FALLBACK by
+default), and the workspace is a CuPy buffer. Directions: ``conv_fprop`` (optionally
+followed by a fused bias and activation), ``conv_dgrad`` and ``conv_wgrad``, the
+last two with explicit output dims (cuDNN cannot infer them).
 
 One stream for everything: the caller's current torch stream is wrapped for
-CuPy (``cupy.cuda.ExternalStream``) and given to the cuDNN handle, so the copies
-in, the convolution, and torch's reference and comparison run in order without
-host synchronisation, and the DLPack hand-over needs no cross-stream event.
+CuPy and given to the cuDNN handle, so the copies in, the convolution, and
+torch's reference and comparison run in order, and the DLPack hand-over needs no
+cross-stream event. The host waits once, at the end of an execution, before
+CuPy may reuse the input buffers.
 
-The output is poisoned with NaN before execution, so an element cuDNN never
-writes cannot pass, and it reaches torch with ``torch.from_dlpack`` (same memory;
+Trust in the run itself: the output is poisoned with NaN before every execution
+(an element never written cannot pass), the output and the workspace sit
+between guard regions that are checked afterwards (:mod:`convcheck.redzone`), and
+an engine can be run several times to see whether its results are bitwise
+identical. The output reaches torch with ``torch.from_dlpack`` (same memory;
 ``dlpack_zero_copy`` in the evidence records that the data pointers matched).
 
 For fp32 the engines whose numerical notes say they down-convert inputs
@@ -25,19 +31,23 @@ bfloat16, so bf16 buffers are uint16 bit patterns, viewed as bfloat16 in torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .. import dtypes, layout
-from ..errors import Unsupported
+from ..errors import BadInput, Unsupported
 from ..problem import ConvProblem
+from ..redzone import GuardedBuffer, bitwise_equal
 from . import frontend_compat as fc
 
 name = "cudnn"
 
 HEURISTICS = ("A", "FALLBACK")
+#: Numerical notes probed per plan by ``plan_notes``.
+PROBED_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "FFT", "WINOGRAD", "NONDETERMINISTIC", "REDUCED_PRECISION_REDUCTION")
 _HANDLES: dict[int, Any] = {}
 
 
@@ -78,58 +88,103 @@ def unavailable_reason(device: str) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------------- graph
+
+
+def roles(problem: ConvProblem) -> tuple[tuple[str, ...], str]:
+    """(input tensor roles, output role) of the problem's graph."""
+    if problem.direction == "dgrad":
+        return ("DY", "W"), "DX"
+    if problem.direction == "wgrad":
+        return ("X", "DY"), "DW"
+    return ("X", "W") + (("B",) if "bias" in problem.fuse else ()), "Y"
+
+
 @dataclass
 class ConvGraph:
-    """A built (not yet executed) graph and its three tensors."""
+    """A built (not yet executed) graph and its tensors by role (X, W, Y, DY, DX, DW, B)."""
 
     graph: Any
-    X: Any
-    W: Any
-    Y: Any
+    tensors: dict
+    output: str
 
 
-def build_graph(cudnn, problem: ConvProblem, x_desc, w_desc, y_desc) -> ConvGraph:
-    """The forward-convolution graph; each ``*_desc`` is ``(dims, element_strides)``.
+def _activation(g, act: str, t):
+    from .numpy_ref import LEAKY_SLOPE
+
+    if act == "relu":
+        return g.relu(input=t, name="relu")
+    if act == "leaky_relu":
+        return g.leaky_relu(input=t, negative_slope=LEAKY_SLOPE, name="leaky_relu")
+    if act == "gelu_tanh":
+        return g.gelu_approx_tanh(input=t, name="gelu_tanh")
+    return getattr(g, act)(input=t, name=act)  # gelu, sigmoid, tanh
+
+
+def build_graph(cudnn, problem: ConvProblem, descs: dict) -> ConvGraph:
+    """The graph for ``problem``; ``descs`` maps each role to ``(dims, element_strides)``.
 
     Needs no GPU: this is what ``convcheck graph`` prints.
     """
     io_type = fc.data_type(cudnn, problem.dtype)
-    compute_type = cudnn.data_type.FLOAT  # fp32 accumulation
+    compute_type = cudnn.data_type.FLOAT  # fp32 accumulation, fp32 intermediates
     g = fc.new_graph(cudnn, io_type, compute_type)
-    X = g.tensor(name="X", dim=list(x_desc[0]), stride=list(x_desc[1]), data_type=io_type)
-    W = g.tensor(name="W", dim=list(w_desc[0]), stride=list(w_desc[1]), data_type=io_type)
-    Y = g.conv_fprop(
-        image=X,
-        weight=W,
-        pre_padding=list(problem.pad_pre),
-        post_padding=list(problem.nonnegative_pad_post),
-        stride=list(problem.stride),
-        dilation=list(problem.dilation),
-        convolution_mode=fc.conv_mode(cudnn, problem.mode),
-        compute_data_type=compute_type,
-        name="conv_fprop",
+    inputs, out_role = roles(problem)
+    t = {role: g.tensor(name=role, dim=list(descs[role][0]), stride=list(descs[role][1]), data_type=io_type)
+         for role in inputs}
+    common = dict(
+        pre_padding=list(problem.pad_pre), post_padding=list(problem.nonnegative_pad_post),
+        stride=list(problem.stride), dilation=list(problem.dilation),
+        convolution_mode=fc.conv_mode(cudnn, problem.mode), compute_data_type=compute_type,
     )
-    Y.set_output(True).set_dim(list(y_desc[0])).set_stride(list(y_desc[1])).set_data_type(io_type)
-    return ConvGraph(g, X, W, Y)
+    if problem.direction == "dgrad":
+        out = g.conv_dgrad(loss=t["DY"], filter=t["W"], name="conv_dgrad", **common)
+    elif problem.direction == "wgrad":
+        out = g.conv_wgrad(image=t["X"], loss=t["DY"], name="conv_wgrad", **common)
+    else:
+        out = g.conv_fprop(image=t["X"], weight=t["W"], name="conv_fprop", **common)
+        if "bias" in problem.fuse:
+            out = g.bias(input=out, bias=t["B"], name="bias")
+        if problem.activation:
+            out = _activation(g, problem.activation, out)
+    dims, strides = descs[out_role]
+    out.set_output(True).set_dim(list(dims)).set_stride(list(strides)).set_data_type(io_type)
+    t[out_role] = out
+    return ConvGraph(g, t, out_role)
 
 
-def host_descriptors(problem: ConvProblem):
-    """(dims, strides) of X (cropped), W and Y for the problem's layout, as the GPU path will have them."""
+def _shape_of(problem: ConvProblem, role: str) -> tuple[int, ...]:
+    return {
+        "X": problem.x_shape, "DX": problem.x_shape, "W": problem.w_shape, "DW": problem.w_shape,
+        "Y": problem.y_shape, "DY": problem.y_shape, "B": (1, problem.oc) + (1,) * problem.ndim,
+    }[role]
+
+
+def _cropped(problem: ConvProblem, role: str, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """X and DX are seen through a view cropped by a negative back padding (same strides)."""
+    if role in ("X", "DX"):
+        return (problem.mb, problem.ic, *problem.cropped_input)
+    return dims
+
+
+def host_descriptors(problem: ConvProblem) -> dict:
+    """(dims, strides) of every tensor of the graph for the problem's layout, as the GPU path will have them."""
     cl = problem.layout == "nxc"
-    x_full = problem.x_shape
-    x_dims = (problem.mb, problem.ic, *problem.cropped_input)
-    x_strides = layout.strides_for(x_full, cl)  # a cropped view keeps the full buffer's strides
-    return (
-        (x_dims, x_strides),
-        (problem.w_shape, layout.strides_for(problem.w_shape, cl)),
-        (problem.y_shape, layout.strides_for(problem.y_shape, cl)),
-    )
+    inputs, out = roles(problem)
+    descs = {}
+    for role in inputs + (out,):
+        full = _shape_of(problem, role)
+        descs[role] = (_cropped(problem, role, full), layout.strides_for(full, cl))
+    return descs
 
 
 def graph_for(problem: ConvProblem) -> ConvGraph:
     """The graph ``run`` would build, without touching a GPU."""
     cudnn = fc.import_frontend()
-    return build_graph(cudnn, problem, *host_descriptors(problem))
+    return build_graph(cudnn, problem, host_descriptors(problem))
+
+
+# ---------------------------------------------------------------------------- execution
 
 
 def _handle(cudnn, device_id: int):
@@ -154,106 +209,305 @@ def cupy_stream_for(torch_stream):
     return cupy.cuda.ExternalStream(int(torch_stream.cuda_stream))
 
 
-def run(problem: ConvProblem, inputs, device: str = "cuda"):
-    """Execute the graph on the current torch CUDA stream; returns (torch tensor, info)."""
+def _buffer_kind(problem: ConvProblem):
+    storage = dtypes.get(problem.dtype).storage
+    return {
+        "float32": (np.float32, lambda a: a, np.float32(np.nan)),
+        "float16": (np.float16, lambda a: a.astype(np.float16), np.float16(np.nan)),
+        "bfloat16": (np.uint16, dtypes.bf16_bits, np.uint16(0x7FC0)),  # bf16 quiet NaN
+    }[storage]
+
+
+@dataclass
+class Prepared:
+    """Buffers and a graph with its plans, ready to build and execute any plan."""
+
+    problem: ConvProblem
+    cudnn: Any
+    cg: ConvGraph
+    inputs: dict  # role -> CuPy array (full buffers)
+    output: GuardedBuffer
+    views: dict  # role -> the (possibly cropped) array the graph describes
+    torch_stream: Any
+    cupy_stream: Any
+    handle: Any
+    plan_count: int
+    heuristics: tuple
+    deselected: list = field(default_factory=list)
+    selected: list = field(default_factory=list)
+
+    @property
+    def pack(self) -> dict:
+        return {self.cg.tensors[role]: int(view.data.ptr) for role, view in self.views.items()}
+
+    def plan_name(self, index: int) -> str:
+        try:
+            return str(self.cg.graph.get_plan_name_at_index(index))
+        except Exception as e:
+            return f"<name unavailable: {type(e).__name__}>"
+
+    def behavior_notes(self, index: int) -> list[str]:
+        try:
+            return [str(n).split(".")[-1] for n in self.cg.graph.get_behavior_notes_for_plan_at_index(index)]
+        except Exception:
+            return []
+
+
+def prepare(problem: ConvProblem, inputs, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
+    """Upload the operands, build the graph on them and create its execution plans.
+
+    ``math_filter`` applies the fp32/tf32 note filters (off for ``engines``, which
+    lists every plan and judges the down-converting ones as TF32)."""
     import cupy
     import torch
 
     cudnn = fc.import_frontend()
     cl = problem.layout == "nxc"
-    storage = dtypes.get(problem.dtype).storage
-    buf_dtype, to_host_buffer, poison = {
-        "float32": (np.float32, lambda a: a, np.float32(np.nan)),
-        "float16": (np.float16, lambda a: a.astype(np.float16), np.float16(np.nan)),
-        "bfloat16": (np.uint16, dtypes.bf16_bits, np.uint16(0x7FC0)),  # bf16 quiet NaN
-    }[storage]
+    buf_dtype, to_buffer, poison = _buffer_kind(problem)
     torch_stream = torch.cuda.current_stream()
-    stream_ptr = int(torch_stream.cuda_stream)
-    with cupy_stream_for(torch_stream):
-        x = layout.allocate(cupy, problem.x_shape, buf_dtype, cl)
-        x[...] = cupy.asarray(to_host_buffer(inputs.x))
-        w = layout.allocate(cupy, problem.w_shape, buf_dtype, cl)
-        w[...] = cupy.asarray(to_host_buffer(inputs.w))
-        y = layout.allocate(cupy, problem.y_shape, buf_dtype, cl, fill=poison)
+    cstream = cupy_stream_for(torch_stream)
+    host = {"X": inputs.x, "W": inputs.w, "DY": inputs.dy, "B": None if inputs.bias is None else inputs.bias.reshape(_shape_of(problem, "B"))}
+    in_roles, out_role = roles(problem)
+    with cstream:
+        bufs = {}
+        for role in in_roles:
+            a = layout.allocate(cupy, _shape_of(problem, role), buf_dtype, cl)
+            a[...] = cupy.asarray(to_buffer(np.ascontiguousarray(host[role])))
+            bufs[role] = a
+        out = GuardedBuffer(cupy, _shape_of(problem, out_role), buf_dtype, cl, poison=poison)
         crop = (slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)
-        x_view = x[crop]  # negative back padding: a view with the same strides, never read past
-
-        def desc(a):
-            return (tuple(a.shape), layout.element_strides(a))
-
-        cg = build_graph(cudnn, problem, desc(x_view), desc(w), desc(y))
+        views = {role: (a[crop] if role == "X" else a) for role, a in bufs.items()}
+        views[out_role] = out.array[crop] if out_role == "DX" else out.array
+        descs = {role: (tuple(v.shape), layout.element_strides(v)) for role, v in views.items()}
+        cg = build_graph(cudnn, problem, descs)
         g = cg.graph
         handle = _handle(cudnn, torch_stream.device.index or 0)
-        fc.set_stream(cudnn, handle, stream_ptr)
-
+        fc.set_stream(cudnn, handle, int(torch_stream.cuda_stream))
         _stage("validate", g.validate)
         _stage("build_operation_graph", g.build_operation_graph)
-        heur = [getattr(cudnn.heur_mode, h) for h in HEURISTICS]
+        heur = []
+        for h in heuristics:
+            if not hasattr(cudnn.heur_mode, h.upper()):
+                raise BadInput(f"unknown heuristics mode {h!r}; the frontend has {', '.join(m for m in dir(cudnn.heur_mode) if m.isupper())}")
+            heur.append(getattr(cudnn.heur_mode, h.upper()))
         _stage("create_execution_plans", g.create_execution_plans, heur)
         deselected, selected = [], []
-        if problem.dtype == "fp32":
+        if math_filter and problem.dtype == "fp32":
             notes = fc.tf32_notes(cudnn)
             _stage("deselect_numeric_notes", g.deselect_numeric_notes, notes)
             deselected = [str(n).split(".")[-1] for n in notes]
-        elif problem.dtype == "tf32":
+        elif math_filter and problem.dtype == "tf32":
             notes = fc.tf32_notes(cudnn)[:1]
             _stage("select_numeric_notes", g.select_numeric_notes, notes)
             selected = [str(n).split(".")[-1] for n in notes]
-        count = fc.plan_count(g)
+        count = fc.plan_count(g)  # the plan-at-index calls crash on a graph without plans (1.23)
         if count == 0:
             raise Unsupported(name, "cuDNN's heuristics offered no execution plan for this graph")
         _stage("check_support", g.check_support)
+    return Prepared(problem, cudnn, cg, bufs, out, views, torch_stream, cstream, handle, count,
+                    tuple(h.upper() for h in heuristics), deselected, selected)
 
-        chosen, rejected = None, []
-        for i in range(count):
+
+@dataclass
+class PlanRun:
+    index: int
+    name: str
+    built: bool
+    error: str = ""
+    workspace_bytes: int = 0
+    times_ms: list = field(default_factory=list)
+    redzone: list = field(default_factory=list)  # strings, one per corrupted guard
+    bitwise_identical: bool | None = None  # None unless repeated
+    rejected: list = field(default_factory=list)  # plans tried before this one, with their errors
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.times_ms) if self.times_ms else None
+
+
+def build_plan(prep: Prepared, index: int) -> PlanRun:
+    run = PlanRun(index, prep.plan_name(index), built=False)
+    try:
+        prep.cg.graph.build_plan_at_index(index)
+        run.built = True
+    except Exception as e:
+        run.error = f"{type(e).__name__}: {str(e).strip()}"[:300]
+    return run
+
+
+def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repeat_check: bool = False) -> PlanRun:
+    """Build plan ``index`` and execute it ``warmup + runs`` times (output re-poisoned each time).
+
+    ``repeat_check`` keeps every run's output and reports whether all are bitwise identical."""
+    import cupy
+    import torch
+
+    run = build_plan(prep, index)
+    if not run.built:
+        return run
+    _, _, poison = _buffer_kind(prep.problem)
+    g = prep.cg.graph
+    with prep.cupy_stream:
+        run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))
+        ws = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
+        pack = prep.pack
+        first = None
+        identical = True
+        for i in range(warmup + runs):
+            prep.output.array[...] = poison
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(prep.torch_stream)
             try:
-                g.build_plan_at_index(i)
-                chosen = i
-                break
+                g.execute_plan_at_index(pack, ws.ptr, index, handle=prep.handle)
             except Exception as e:
-                rejected.append({"index": i, "error": f"{type(e).__name__}: {str(e).strip()}"[:300]})
-        if chosen is None:
-            first = rejected[0]["error"] if rejected else "no plan"
-            raise Unsupported(name, f"none of the {count} plans built (first: {first})")
-        engine = g.get_plan_name_at_index(chosen)
-        ws_bytes = int(g.get_workspace_size_plan_at_index(chosen))
-        workspace = cupy.empty(max(ws_bytes, 1), dtype=cupy.uint8)
+                run.built, run.error = False, f"execute: {type(e).__name__}: {str(e).strip()}"[:300]
+                prep.torch_stream.synchronize()
+                return run
+            end.record(prep.torch_stream)
+            if i >= warmup:
+                run.times_ms.append((start, end))
+                if repeat_check:
+                    if first is None:
+                        first = prep.output.array.copy()
+                    elif not bitwise_equal(cupy, first, prep.output.array):
+                        identical = False
+        prep.torch_stream.synchronize()
+        run.times_ms = [float(s.elapsed_time(e)) for s, e in run.times_ms]
+        run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
+        if repeat_check and runs > 1:
+            run.bitwise_identical = identical
+        if prep.problem.direction == "dgrad" and prep.problem.cropped_input != prep.problem.input:
+            _zero_cropped_rows(prep)
+    return run
 
-        pack = {cg.X: int(x_view.data.ptr), cg.W: int(w.data.ptr), cg.Y: int(y.data.ptr)}
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(torch_stream)
-        try:
-            g.execute_plan_at_index(pack, int(workspace.data.ptr), chosen, handle=handle)
-        except Exception as e:
-            raise Unsupported(name, f"execute (plan {chosen} {engine}): {type(e).__name__}: {str(e).strip()}") from None
-        end.record(torch_stream)
-        # Inputs and workspace go back to CuPy's pool when this returns; wait for the
-        # kernel first so no later allocation can reuse them while it still reads.
-        torch_stream.synchronize()
 
-    y_torch = torch.from_dlpack(y)
-    if storage == "bfloat16":
-        y_torch = y_torch.view(torch.bfloat16)
+def _zero_cropped_rows(prep: Prepared) -> None:
+    """dx of input rows a negative back padding never reads is 0 by definition; cuDNN saw a
+    cropped view and never wrote them (they are still poisoned), so they are set here."""
+    p = prep.problem
+    for axis, (c, i) in enumerate(zip(p.cropped_input, p.input)):
+        if c < i:
+            index = [slice(None)] * (2 + p.ndim)
+            index[2 + axis] = slice(c, i)
+            prep.output.array[tuple(index)] = 0
+
+
+def result_tensor(prep: Prepared):
+    """The output as a torch tensor sharing the CuPy memory (DLPack)."""
+    import torch
+
+    y = torch.from_dlpack(prep.output.array)
+    if dtypes.get(prep.problem.dtype).storage == "bfloat16":
+        y = y.view(torch.bfloat16)
+    return y
+
+
+def _pick(prep: Prepared, engine) -> PlanRun:
+    """The chosen plan: by index, by name, or the first (heuristics order) that builds."""
+    if engine is None:
+        failures = []
+        for i in range(prep.plan_count):
+            run = execute_plan(prep, i)
+            if run.built:
+                run.rejected = failures
+                return run
+            failures.append({"index": i, "name": run.name, "error": run.error})
+        first = failures[0]["error"] if failures else "no plan"
+        raise Unsupported(name, f"none of the {prep.plan_count} plans built (first: {first})")
+    if isinstance(engine, int) or (isinstance(engine, str) and engine.isdigit()):
+        index = int(engine)
+        if not 0 <= index < prep.plan_count:
+            raise BadInput(f"--engine {index}: this graph has plans 0..{prep.plan_count - 1}")
+    else:
+        names = [prep.plan_name(i) for i in range(prep.plan_count)]
+        if engine not in names:
+            raise BadInput(f"--engine {engine!r} is not among this graph's plans: {', '.join(names)}")
+        index = names.index(engine)
+    run = execute_plan(prep, index)
+    if not run.built:
+        raise Unsupported(name, f"plan {index} ({run.name}) did not build or run: {run.error}")
+    return run
+
+
+def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heuristics=HEURISTICS, repeat: int = 1):
+    """Execute the graph on the current torch CUDA stream; returns (torch tensor, info)."""
+    prep = prepare(problem, inputs, heuristics)
+    chosen = _pick(prep, engine)
+    if repeat > 1:
+        again = execute_plan(prep, chosen.index, runs=repeat, repeat_check=True)
+        chosen.bitwise_identical = again.bitwise_identical
+        chosen.redzone += again.redzone
+    y = result_tensor(prep)
+    out = prep.output.array
     info = {
-        "implementation": "cuDNN graph (cudnn-frontend Python API) on CuPy buffers",
-        "frontend": fc.frontend_version(cudnn),
-        "cudnn_backend": fc.backend_version(cudnn),
-        "engine": engine,
-        "plan_index": chosen,
-        "plan_count": count,
-        "rejected_plans": rejected,
-        "heuristics": list(HEURISTICS),
-        "deselected_numeric_notes": deselected,
-        "selected_numeric_notes": selected,
+        "implementation": f"cuDNN graph (cudnn-frontend Python API, {problem.direction}"
+                          f"{' + ' + '+'.join(problem.fuse) if problem.fuse else ''}) on CuPy buffers",
+        "frontend": fc.frontend_version(prep.cudnn),
+        "cudnn_backend": fc.backend_version(prep.cudnn),
+        "engine": chosen.name,
+        "plan_index": chosen.index,
+        "plan_count": prep.plan_count,
+        "behavior_notes": prep.behavior_notes(chosen.index),
+        "rejected_plans": chosen.rejected,
+        "heuristics": list(prep.heuristics),
+        "deselected_numeric_notes": prep.deselected,
+        "selected_numeric_notes": prep.selected,
         "io_dtype": problem.dtype,
         "compute_dtype": "fp32",
-        "workspace_bytes": ws_bytes,
-        "execute_ms": float(start.elapsed_time(end)),
-        "dlpack_zero_copy": int(y_torch.data_ptr()) == int(y.data.ptr),
-        "x": {"dims": list(x_view.shape), "strides": layout.element_strides(x_view)},
-        "w": {"dims": list(w.shape), "strides": layout.element_strides(w)},
-        "y": {"dims": list(y.shape), "strides": layout.element_strides(y)},
-        "stream": stream_ptr,
+        "workspace_bytes": chosen.workspace_bytes,
+        "execute_ms": chosen.times_ms[0] if chosen.times_ms else None,
+        "redzone": chosen.redzone,
+        "bitwise_identical": chosen.bitwise_identical,
+        "repeat": repeat,
+        "dlpack_zero_copy": int(y.data_ptr()) == int(out.data.ptr),
+        **{role.lower(): {"dims": list(v.shape), "strides": layout.element_strides(v)} for role, v in prep.views.items()},
+        "stream": int(prep.torch_stream.cuda_stream),
         "accumulate": "float32",
     }
-    return y_torch, info
+    return y, info
+
+
+# ---------------------------------------------------------------------------- plan notes
+
+
+def plan_notes(problem: ConvProblem, heuristics=HEURISTICS) -> tuple[dict, str]:
+    """Numerical notes of every plan, as far as the frontend lets us see them.
+
+    The Python bindings expose behaviour notes per plan but not numerical notes;
+    the note *filters* do see them. So, per note, a fresh graph with the same plans
+    keeps only the plans carrying that note (``select_numeric_notes``), and each
+    plan that still builds has it. Returns ({index: [notes]}, a remark)."""
+    cudnn = fc.import_frontend()
+    descs = host_descriptors(problem)
+    heur = [getattr(cudnn.heur_mode, h.upper()) for h in heuristics]
+
+    def fresh():
+        cg = build_graph(cudnn, problem, descs)
+        g = cg.graph
+        g.validate()
+        g.build_operation_graph()
+        g.create_execution_plans(heur)
+        return g
+
+    base = fresh()
+    count = fc.plan_count(base)
+    names = [base.get_plan_name_at_index(i) for i in range(count)] if count else []
+    notes: dict = {i: [] for i in range(count)}
+    remark = "numerical notes read through select_numeric_notes"
+    for note in PROBED_NOTES:
+        if not hasattr(cudnn.numerical_note, note):
+            continue
+        try:
+            g = fresh()
+            if [g.get_plan_name_at_index(i) for i in range(fc.plan_count(g))] != names:
+                return {i: [] for i in range(count)}, "numerical notes unavailable: plan lists differ between graphs"
+            g.select_numeric_notes([getattr(cudnn.numerical_note, note)])
+            for i in range(count):
+                try:
+                    g.build_plan_at_index(i)
+                    notes[i].append(note)
+                except Exception:
+                    pass
+        except Exception as e:
+            remark = f"numerical notes partly unavailable ({note}: {type(e).__name__}: {e})"
+    return notes, remark

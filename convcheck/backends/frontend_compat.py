@@ -86,8 +86,9 @@ def conv_mode(cudnn, mode: str):
 
 
 def new_graph(cudnn, io_type, compute_type, name: str = "convcheck"):
+    """Intermediate (virtual) tensors of fused graphs are kept in the compute type (fp32)."""
     return cudnn.pygraph(
-        name=name, io_data_type=io_type, intermediate_data_type=io_type, compute_data_type=compute_type
+        name=name, io_data_type=io_type, intermediate_data_type=compute_type, compute_data_type=compute_type
     )
 
 

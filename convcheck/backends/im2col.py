@@ -51,4 +51,8 @@ def conv_forward(problem: ConvProblem, x: np.ndarray, w: np.ndarray) -> np.ndarr
 
 
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
+    if problem.direction != "fprop" or problem.fuse:
+        from ..errors import Unsupported
+
+        raise Unsupported(name, "im2col computes the plain forward convolution only (no dgrad/wgrad, no fusions)")
     return conv_forward(problem, inputs.x, inputs.w), {"implementation": "im2col + float32 matmul", "accumulate": "float32"}

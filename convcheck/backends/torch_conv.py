@@ -52,8 +52,7 @@ def conv_forward(problem: ConvProblem, x, w):
     # Dilation means nothing along an axis whose kernel is 1 wide; torch 2.13's CPU
     # fp16 path segfaults on such a dilation (e.g. conv1d k=1, dilation 3, stride 3,
     # padding 1), so it is given the identical dilation 1 there.
-    dilation = tuple(d if k > 1 else 1 for d, k in zip(problem.dilation, problem.kernel))
-    return conv(x, w, bias=None, stride=problem.stride, padding=padding, dilation=dilation, groups=problem.groups)
+    return conv(x, w, bias=None, stride=problem.stride, padding=padding, dilation=_torch_dilation(problem), groups=problem.groups)
 
 
 def to_layout(t, channels_last: bool):
@@ -69,22 +68,95 @@ def to_layout(t, channels_last: bool):
     return t.permute(order).contiguous().permute(inverse)
 
 
+def _torch_dilation(problem: ConvProblem) -> tuple[int, ...]:
+    return tuple(d if k > 1 else 1 for d, k in zip(problem.dilation, problem.kernel))
+
+
+def _symmetric(problem: ConvProblem) -> bool:
+    return problem.pad_pre == problem.pad_post and min(problem.pad_pre) >= 0
+
+
+def activation(name: str | None, v):
+    import torch
+    import torch.nn.functional as F
+
+    from .numpy_ref import LEAKY_SLOPE
+
+    if name is None:
+        return v
+    return {
+        "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+        "leaky_relu": lambda t: F.leaky_relu(t, LEAKY_SLOPE),
+        "gelu": lambda t: F.gelu(t, approximate="none"),
+        "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    }[name](v)
+
+
+def compute(problem: ConvProblem, x, w, dy=None, bias=None):
+    """The problem's result with torch: y (with bias and activation if fused), dx or dw.
+
+    Backward directions use ``torch.nn.grad.conv{1,2,3}d_input/_weight`` when the
+    padding is symmetric; asymmetric or negative padding has no such call, so there
+    torch's autograd differentiates :func:`conv_forward` (which pads with F.pad).
+    Returns (result, how it was computed).
+    """
+    import torch
+
+    nd = problem.ndim
+    if problem.direction == "fprop":
+        y = conv_forward(problem, x, w)
+        how = f"torch.nn.functional.conv{nd}d"
+        if "bias" in problem.fuse:
+            y = y + bias.reshape((1, problem.oc) + (1,) * nd)
+            how += " + bias"
+        if problem.activation:
+            y = activation(problem.activation, y)
+            how += f" + {problem.activation}"
+        return y, how
+    grad = torch.nn.grad
+    if _symmetric(problem):
+        w_eff = w.flip(dims=tuple(range(2, 2 + nd))) if problem.mode == "conv" else w
+        kw = dict(stride=problem.stride, padding=problem.pad_pre, dilation=_torch_dilation(problem), groups=problem.groups)
+        if problem.direction == "dgrad":
+            fn = getattr(grad, f"conv{nd}d_input")
+            return fn(problem.x_shape, w_eff, dy, **kw), f"torch.nn.grad.conv{nd}d_input"
+        fn = getattr(grad, f"conv{nd}d_weight")
+        dw = fn(x, problem.w_shape, dy, **kw)
+        if problem.mode == "conv":
+            dw = dw.flip(dims=tuple(range(2, 2 + nd)))
+        return dw, f"torch.nn.grad.conv{nd}d_weight"
+    with torch.enable_grad():
+        if problem.direction == "dgrad":
+            xr = torch.zeros(problem.x_shape, dtype=w.dtype, device=w.device, requires_grad=True)
+            (dx,) = torch.autograd.grad(conv_forward(problem, xr, w), xr, dy)
+            return dx, f"autograd of conv{nd}d (asymmetric padding)"
+        wr = w.detach().clone().requires_grad_(True)
+        (dw,) = torch.autograd.grad(conv_forward(problem, x, wr), wr, dy)
+        return dw, f"autograd of conv{nd}d (asymmetric padding)"
+
+
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
-    """Returns (output torch tensor on ``device``, info dict)."""
+    """Returns (result torch tensor on ``device``, info dict)."""
     import torch
 
     storage = dtypes.torch_dtype(problem.dtype)
     channels_last = problem.layout == "nxc"
+
+    def put(a):
+        if a is None:
+            return None
+        t = torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=storage)
+        return to_layout(t, channels_last) if t.dim() > 2 else t
+
     with torch_conv_math(tf32=problem.dtype == "tf32"):
-        x = to_layout(torch.from_numpy(np.ascontiguousarray(inputs.x)).to(device=device, dtype=storage), channels_last)
-        w = to_layout(torch.from_numpy(np.ascontiguousarray(inputs.w)).to(device=device, dtype=storage), channels_last)
-        y = conv_forward(problem, x, w)
+        x, w, dy, bias = put(inputs.x), put(inputs.w), put(inputs.dy), put(inputs.bias)
+        y, how = compute(problem, x, w, dy, bias)
         info = {
-            "implementation": f"torch.nn.functional.conv{problem.ndim}d",
+            "implementation": how,
             "device": str(y.device),
             "dtype": str(storage).replace("torch.", ""),
             "x_strides": list(x.stride()),
-            "y_strides": list(y.stride()),
+            "result_strides": list(y.stride()),
             "math": torch_tf32_state(),
             "accumulate": "float32",
         }
