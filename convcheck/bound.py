@@ -96,15 +96,19 @@ class Side:
         return lam * math.sqrt(n) * self.u_acc + 2.0 * self.u_down, self.u_out
 
 
-def side_for(implementation: str, dtype: str) -> Side:
-    """The rounding model of ``implementation`` ('numpy', 'torch', 'cudnn', ...) at ``dtype``."""
+def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False) -> Side:
+    """The rounding model of ``implementation`` ('numpy', 'torch', 'cudnn', ...) at ``dtype``.
+
+    ``reduced_accumulation``: the engine's numerical note REDUCED_PRECISION_REDUCTION says it
+    accumulates (at least partly) in the tensor type instead of fp32, so it is judged so."""
     if implementation == "numpy":
         return Side("numpy float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
     storage = dtypes.get(dtype).storage
     narrow_out = storage != "float32"
     return Side(
         f"{implementation} {dtype}",
-        u_acc=dtypes.FP32.u,  # fp32 accumulation: what cuDNN and torch do for all four types
+        # fp32 accumulation is what cuDNN and torch do for all four types, unless the engine says otherwise
+        u_acc=max(dtypes.get(dtype).u, dtypes.FP32.u) if reduced_accumulation else dtypes.FP32.u,
         u_down=dtypes.get("tf32").u if dtype == "tf32" else 0.0,
         u_out=dtypes.get(dtype).u if narrow_out else 0.0,
         eta_out=_ETA[storage],
@@ -212,15 +216,17 @@ class ExactBound:
                 f"the same answer; only identical outputs pass; > {int(MISTRUST_ZERO_FRACTION * 100)}% zeros: mistrusted")
 
 
-def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE):
-    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference)."""
+def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE,
+               reduced_accumulation: bool = False):
+    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference).
+    ``reduced_accumulation`` applies to the implementation under test (an engine's note)."""
     n = problem.accumulation_depth
     if name == "lesson":
         return LessonBound(n, problem.dtype)
     if name == "elementwise":
         outputs = int(math.prod(problem.result_shape))
-        return ElementwiseBound(n, outputs, tuple(side_for(i, problem.dtype) for i in implementations), p_false,
-                                tuple(problem.fuse))
+        sides = tuple(side_for(impl, problem.dtype, reduced_accumulation and k == 0) for k, impl in enumerate(implementations))
+        return ElementwiseBound(n, outputs, sides, p_false, tuple(problem.fuse))
     if name == "exact":
         return ExactBound()
     from .errors import BadInput

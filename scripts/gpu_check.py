@@ -155,7 +155,48 @@ def main() -> int:
         rows.append(row(label, result.status, result.backend_info.get("engine"), rec["max_abs_diff"], rec["bound_ratio"],
                         result.time_s, expected))
     rows.append(real_tf32_row())
+    # Issue 5: backward and fused graphs.
+    for label, desc, kw in [
+        ("dgrad res3a_branch2b", "mb8ic128ih28oc128oh28kh3ph1", {"direction": "dgrad"}),
+        ("wgrad res3a_branch2b", "mb8ic128ih28oc128oh28kh3ph1", {"direction": "wgrad"}),
+        ("dgrad stride 2, negative back padding", "mb8ic32ih12oc32oh5kh3sh2ph0", {"direction": "dgrad"}),
+        ("fused bias+relu fp16", "mb8ic64ih56oc64oh56kh3ph1", {"fuse": ("bias", "relu"), "dtype": "fp16"}),
+        ("fused bias+gelu fp32", "mb8ic64ih56oc64oh56kh3ph1", {"fuse": ("bias", "gelu")}),
+    ]:
+        try:
+            result = run_check(parse_descriptor(desc, **kw), backend="cudnn", seed=0)
+            rec = result.record()
+            records.write(json.dumps(rec, default=str) + "\n")
+            if result.status != "passed":
+                print(report_text(result))
+            rows.append(row(label, result.status, result.backend_info.get("engine"), rec["max_abs_diff"], rec["bound_ratio"], result.time_s))
+        except Exception as e:
+            print(f"{label}: {type(e).__name__}: {e}", file=sys.stderr)
+            rows.append(row(label, "exception", None, None, None, 0.0))
     records.close()
+    # Issue 5: every engine of three layers, fp32 and fp16.
+    from convcheck.engines import check_engines, format_table as engine_table
+
+    engine_log = open(out / "engines.txt", "w", encoding="utf-8")
+    for desc in ("mb8ic64ih56oc64oh56kh3ph1", "mb8ic256ih56oc64oh56kh1ph0", "mb8ic3ih224oc64oh112kh7sh2ph3"):
+        for dtype in ("fp32", "fp16"):
+            t0 = time.perf_counter()
+            try:
+                recs, ctx = check_engines(parse_descriptor(desc, dtype=dtype), repeat=3, timing_runs=5)
+            except Exception as e:
+                print(f"engines {desc} {dtype}: {type(e).__name__}: {e}", file=sys.stderr)
+                rows.append(row(f"engines {desc} {dtype}", "exception", None, None, None, 0.0))
+                continue
+            text = f"# {desc} {dtype}: {ctx['plan_count']} plans; {ctx['notes_remark']}\n{engine_table(recs)}\n"
+            print(text)
+            engine_log.write(text + "\n")
+            built = [r for r in recs if r.built]
+            bad = [r for r in built if r.status != "passed"]
+            worst = max((r.bound_ratio or 0.0) for r in built) if built else None
+            rows.append(row(f"engines {desc} {dtype} ({len(built)}/{len(recs)} built)", "failed" if bad else "passed",
+                            f"{len(built) - len(bad)} passed", max((r.max_abs_diff or 0.0) for r in built) if built else None,
+                            worst, time.perf_counter() - t0))
+    engine_log.close()
     table = format_table(rows)
     (out / "gpu_check_table.txt").write_text(table + "\n", encoding="utf-8")
     print(table)

@@ -29,4 +29,13 @@ echo "== GPU tests"
 timeout 300 "$py" -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$logs/pytest_gpu.txt" || status=1
 echo "== GPU check table"
 timeout 300 "$py" scripts/gpu_check.py --out "$logs" 2>&1 | tee "$logs/gpu_check.txt" || status=1
+echo "== examples on the GPU"
+for f in examples/*.py; do
+  timeout 120 "$py" "$f" > "$logs/example_$(basename "$f" .py).txt" 2>&1
+  rc=$?
+  echo "$(basename "$f"): exit $rc" | tee -a "$logs/examples.txt"
+  [ $rc -eq 0 ] || status=1
+done
+echo "== GPU check speed (benchmarks/gpu_check_speed.py)"
+timeout 240 "$py" benchmarks/gpu_check_speed.py 2>&1 | tee "$logs/gpu_check_speed.txt" || status=1
 exit $status

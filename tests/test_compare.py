@@ -109,3 +109,13 @@ def test_negative_strides_do_not_crash_the_hand_over():
     ref = np.arange(12.0).reshape(3, 4)
     flipped = ref[:, ::-1]
     assert compare(flipped, np.ascontiguousarray(flipped), LessonBound(9)).passed
+
+
+def test_reduced_precision_accumulation_widens_only_the_engine_side():
+    from convcheck.bound import make_bound
+    from convcheck.problem import parse_descriptor
+
+    p = parse_descriptor("mb2ic64ih8oc8oh8kh3ph1", dtype="fp16")
+    plain = make_bound("elementwise", p, ("cudnn", "torch"))
+    reduced = make_bound("elementwise", p, ("cudnn", "torch"), reduced_accumulation=True)
+    assert reduced.sides[0].u_acc == 2.0 ** -11 and reduced.sides[1].u_acc == plain.sides[1].u_acc == 2.0 ** -24

@@ -159,3 +159,73 @@ def test_real_tf32_is_caught_by_an_fp32_check():
 def test_more_planted_bugs_fail_on_gpu(bug):
     p = parse_descriptor("g2mb2ic16ih14oc16oh14kh3ph1")
     assert run_check(p, backend="cudnn", plant=bug).status == "failed"
+
+
+# ---- issue 5: engines, trust in the run, backward and fused graphs -------------------
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("desc,kw", [
+    ("mb4ic32ih28oc64oh14kh3sh2ph1", {"direction": "dgrad"}),
+    ("mb4ic32ih28oc64oh14kh3sh2ph1", {"direction": "wgrad"}),
+    ("mb2ic8ih12oc8oh5kh3sh2ph0", {"direction": "dgrad"}),  # negative back padding: rows never read
+    ("mb4ic32ih28oc64oh28kh3ph1", {"fuse": ("bias", "relu")}),
+    ("mb4ic32ih28oc64oh28kh3ph1", {"fuse": ("bias", "gelu")}),
+    ("mb4ic32ih28oc64oh28kh3ph1", {"fuse": ("sigmoid",), "layout": "nxc"}),
+])
+def test_backward_and_fused_on_the_gpu(desc, kw, dtype):
+    p = parse_descriptor(desc, dtype=dtype, **kw)
+    result = run_check(p, backend="cudnn", seed=4)
+    assert result.status in ({"passed"} if dtype == "fp32" else {"passed", "unsupported"}), (str(p), result.message, result.comparison)
+    if result.status == "passed":
+        assert not result.backend_info["redzone"]
+
+
+def test_backward_against_the_float64_reference():
+    for direction in ("dgrad", "wgrad"):
+        p = parse_descriptor("g2mb2ic16ih13oc16oh7kh3sh2ph1", direction=direction)
+        assert run_check(p, backend="cudnn", reference="numpy").status == "passed", direction
+
+
+def test_engines_lists_checks_and_times_every_plan():
+    from convcheck.engines import check_engines
+
+    records, context = check_engines(parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"), repeat=3, timing_runs=3)
+    built = [r for r in records if r.built]
+    assert context["plan_count"] == len(records) and len(built) >= 2
+    assert all(r.status == "passed" for r in built), [(r.name, r.message, r.bound_ratio) for r in built if r.status != "passed"]
+    assert all(r.median_ms and r.median_ms > 0 and r.bitwise_identical is not None for r in built)
+    assert all(not r.redzone for r in built)
+    # on Ampere and newer some fp32 plans are TF32 engines: listed, and judged as TF32
+    tf32 = [r for r in built if r.judged_as.startswith("tf32")]
+    assert tf32 and all("TENSOR_CORE" in r.numerical_notes or "DOWN_CONVERT_INPUTS" in r.numerical_notes for r in tf32)
+
+
+def test_chosen_engine_and_repeat():
+    p = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1")
+    r = run_check(p, backend="cudnn", engine=0, repeat=3)
+    assert r.status == "passed" and r.backend_info["plan_index"] == 0
+    assert r.backend_info["bitwise_identical"] in (True, False) and r.backend_info["repeat"] == 3
+
+
+def test_redzone_logic_with_cupy_buffers():
+    import cupy
+
+    from convcheck.redzone import GUARD_BYTES, GuardedBuffer
+
+    b = GuardedBuffer(cupy, (4, 8), cupy.float32, poison=float("nan"))
+    assert bool(cupy.isnan(b.array).all()) and b.check() == []
+    b.raw[GUARD_BYTES + b.nbytes + 5] = 0
+    (c,) = b.check()
+    assert c.side == "after" and c.offset == 5
+
+
+def test_device_path_copies_only_scalars():
+    from convcheck.device_check import count_copies, device_check
+
+    p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
+    first = device_check(p, seed=0)
+    assert first.comparison.passed and not first.cached
+    result, copies = count_copies(lambda: device_check(p, seed=1))
+    assert result.cached and result.comparison.passed
+    assert "error" not in copies, copies
+    assert copies["HtoD"] < 4096 and copies["DtoH"] < 4096, copies

@@ -347,6 +347,7 @@ def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, rep
         return run
     _, _, poison = _buffer_kind(prep.problem)
     g = prep.cg.graph
+    fc.set_stream(prep.cudnn, prep.handle, int(prep.torch_stream.cuda_stream))  # handles are shared between graphs
     with prep.cupy_stream:
         run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))
         ws = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)

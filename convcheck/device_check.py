@@ -1,0 +1,173 @@
+"""A check that stays on the GPU: cached graph, inputs drawn on the device, compare on the device.
+
+``run_check`` draws inputs on the host (so the float64 NumPy reference and every
+backend read identical bits) and uploads them. For speed, this path keeps
+everything on the GPU: the cuDNN graph, its plan and its buffers are built once
+per problem and cached (``graph_build_s`` says how long that took), inputs are
+drawn by torch's CUDA generator straight into the cuDNN buffers, torch reads the
+same buffers through DLPack, conv(|x|,|w|) and the comparison run on the GPU, and
+only the verdict's scalars and the first mismatch indices come back.
+
+The elementwise bound needs A = conv(|x|, |w|), a convolution as costly as the
+two being checked. For the forward direction this path uses a majorant that
+costs almost nothing: A[n,k,o] <= max|w[k,:,:]| * S[n,g(k),o] with S the window
+sums of |x| (a convolution with one output channel per group), computed in fp32
+and inflated by (1 + n*2^-23) for its own rounding. It is about max|w|/mean|w|
+(~2x for uniform weights) looser than A and says so (``bound_note``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .bound import make_bound
+from .compare import Comparison, compare
+from .problem import ConvProblem
+
+_CACHE: dict = {}
+
+
+@dataclass
+class DeviceCheck:
+    problem: ConvProblem
+    comparison: Comparison
+    cudnn_ms: float
+    torch_ms: float
+    check_s: float
+    graph_build_s: float
+    engine: str
+    cached: bool
+    bound_note: str = ""
+
+
+def _prepared(problem: ConvProblem, inputs_template):
+    from .backends import cudnn_graph
+
+    key = problem
+    if key in _CACHE:
+        return _CACHE[key], 0.0, True
+    start = time.perf_counter()
+    prep = cudnn_graph.prepare(problem, inputs_template)
+    run = cudnn_graph._pick(prep, None)
+    _CACHE[key] = (prep, run.index)
+    return _CACHE[key], time.perf_counter() - start, False
+
+
+def _fill(prep, seed: int) -> dict:
+    """Uniform [-1, 1) drawn on the GPU into the cuDNN input buffers, in the storage type."""
+    import torch
+
+    from . import dtypes
+
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    storage = dtypes.torch_dtype(prep.problem.dtype)
+    views = {}
+    for role, buf in prep.inputs.items():
+        t = torch.from_dlpack(buf)
+        if storage == torch.bfloat16:
+            t = t.view(torch.bfloat16)
+        t.copy_(torch.empty(t.shape, device="cuda").uniform_(-1.0, 1.0, generator=gen).to(storage))
+        views[role] = t
+    return views
+
+
+def device_check(problem: ConvProblem, seed: int = 0, bound: str = "elementwise") -> DeviceCheck:
+    """One check of cuDNN against torch, both on the GPU, without host round trips."""
+    import torch
+
+    from .backends import cudnn_graph, torch_conv
+    from .fill import ConvInputs
+    from .math_mode import torch_conv_math
+
+    import numpy as np
+
+    template = ConvInputs(  # shapes only: the first call builds the graph on zero-filled host data
+        x=np.zeros(problem.x_shape, np.float32), w=np.zeros(problem.w_shape, np.float32), seed=seed,
+        dy=np.zeros(problem.y_shape, np.float32) if problem.direction != "fprop" else None,
+        bias=np.zeros(problem.oc, np.float32) if "bias" in problem.fuse else None)
+    (prep, index), build_s, cached = _prepared(problem, template)
+    with torch.cuda.stream(prep.torch_stream):
+        return _check(problem, prep, index, seed, bound, build_s, cached)
+
+
+def _check(problem, prep, index, seed, bound, build_s, cached) -> DeviceCheck:
+    import torch
+
+    from .backends import cudnn_graph, torch_conv
+    from .math_mode import torch_conv_math
+
+    start = time.perf_counter()
+    t = _fill(prep, seed)
+    run = cudnn_graph.execute_plan(prep, index)
+    ours = cudnn_graph.result_tensor(prep)
+    with torch_conv_math(tf32=problem.dtype == "tf32"):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        bias = t.get("B")
+        ref, _ = torch_conv.compute(problem, t.get("X"), t.get("W"), t.get("DY"), None if bias is None else bias.reshape(-1))
+        e1.record()
+        a, note = _magnitudes(problem, t)
+        c = compare(ours, ref, make_bound(bound, problem, ("cudnn", "torch")), a)
+    torch.cuda.current_stream().synchronize()
+    check_s = time.perf_counter() - start
+    return DeviceCheck(problem, c, run.times_ms[0], float(e0.elapsed_time(e1)), check_s, build_s, run.name, cached, note)
+
+
+def _magnitudes(problem: ConvProblem, t: dict):
+    """A majorant of conv(|x|, |w|) (+|bias|) on the GPU, and how it was obtained."""
+    import torch
+
+    from .backends import torch_conv
+
+    if problem.direction != "fprop":
+        mags = {k: v.abs().double() for k, v in t.items()}
+        a, _ = torch_conv.compute(problem, mags.get("X"), mags.get("W"), mags.get("DY"))
+        return a, "conv(|x|,|w|) exactly, in float64"
+    g, kg = problem.groups, problem.oc // problem.groups
+    ones = torch.ones((g, problem.ic // g, *problem.kernel), device=t["X"].device, dtype=torch.float32)
+    s, _ = torch_conv.compute(problem.with_(oc=g, fuse=()), t["X"].abs().float(), ones)  # [n, g, *out]
+    wmax = t["W"].abs().float().reshape(problem.oc, -1).amax(dim=1)
+    shape = (1, problem.oc) + (1,) * problem.ndim
+    a = wmax.reshape(shape).double() * s.double().repeat_interleave(kg, dim=1) * (1.0 + problem.accumulation_depth * 2.0 ** -23)
+    if "B" in t:
+        a = a + t["B"].abs().double().reshape(shape)
+    return a, "majorant max|w| * window sums of |x| (fp32, inflated by 1 + n*2^-23)"
+
+
+def count_copies(fn) -> tuple[Any, dict]:
+    """Run ``fn`` under the CUDA activity profiler (CUPTI through torch.profiler) and add up the
+    bytes of every host<->device memcpy in the process (CuPy's and cuDNN's included).
+    Returns (fn's result, {"HtoD": bytes, "DtoH": bytes, "count": n}) or {"error": ...}."""
+    import json
+    import os
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        result = fn()
+    totals = {"HtoD": 0, "DtoH": 0, "count": 0}
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            trace = json.load(f)
+    except Exception as e:  # a profiler without CUPTI: say so rather than report 0
+        return result, {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        os.unlink(path)
+    for ev in trace.get("traceEvents", []):
+        name = str(ev.get("name", ""))
+        if ev.get("cat") in ("gpu_memcpy", "Memcpy") or name.startswith("Memcpy"):
+            nbytes = int((ev.get("args") or {}).get("bytes", 0))
+            if "HtoD" in name:
+                totals["HtoD"] += nbytes
+                totals["count"] += 1
+            elif "DtoH" in name:
+                totals["DtoH"] += nbytes
+                totals["count"] += 1
+    return result, totals

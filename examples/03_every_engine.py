@@ -1,0 +1,45 @@
+"""Every engine cuDNN offers for one convolution, each checked against torch and timed.
+
+cuDNN's heuristics propose several execution plans; a normal run uses the first
+that builds. A bug usually lives in one engine, so convcheck can run them all:
+name, numerical notes (TENSOR_CORE = TF32 for fp32 inputs, WINOGRAD, FFT,
+NONDETERMINISTIC...), workspace, verdict under the bound that fits that engine
+(a TF32 engine is judged as TF32, and says so), bitwise reproducibility, time.
+
+Run: python examples/03_every_engine.py   (same as: convcheck engines mb8ic64ih28oc64oh28kh3ph1)
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from convcheck import backends, parse_descriptor
+from convcheck.backends import cudnn_graph, frontend_compat as fc
+
+
+def main() -> int:
+    problem = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1")
+    print(f"problem: {problem}")
+    try:
+        fc.import_frontend()
+    except ImportError as e:
+        print(e)
+        return 0
+    print(fc.graph_text(cudnn_graph.graph_for(problem).graph))
+    reason = backends.unavailable_reason("cudnn", "cuda")
+    if reason:
+        print(f"listing and running engines needs a GPU: {reason}")
+        return 0
+    from convcheck.engines import check_engines, format_table
+
+    records, context = check_engines(problem, repeat=3, timing_runs=5)
+    print(f"{context['plan_count']} plans; {context['notes_remark']}")
+    print(format_table(records))
+    failed = [r for r in records if r.status == "failed"]
+    print(f"checked {sum(r.built for r in records)} engines that built: {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Backward convolutions: data gradient (dgrad) and weight gradient (wgrad).
+
+Training needs two more convolutions per layer. Given the output gradient dy:
+  dgrad: dx = conv_dgrad(dy, w)  -- torch.nn.grad.conv2d_input
+  wgrad: dw = conv_wgrad(x, dy)  -- torch.nn.grad.conv2d_weight
+cuDNN cannot infer their output dims (a strided convolution maps several input
+sizes to one output size), so the graph sets them explicitly. Their accumulation
+depths differ from fprop: dgrad sums K/g * R*S products (fewer where padding and
+stride drop taps), wgrad sums N * P*Q products -- the batch and all output
+pixels, so wgrad errors grow with the batch.
+
+Run: python examples/04_dgrad_wgrad.py
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from convcheck import backends, parse_descriptor, run_check
+from convcheck.backends import cudnn_graph, frontend_compat as fc
+
+
+def main() -> int:
+    base = parse_descriptor("mb4ic32ih28oc64oh14kh3sh2ph1")
+    print(f"problem: {base}")
+    cpu_only = backends.unavailable_reason("cudnn", "cuda")
+    status = 0
+    for direction in ("dgrad", "wgrad"):
+        p = base.with_(direction=direction)
+        print(f"\n{direction}: result {list(p.result_shape)}, accumulation depth {p.accumulation_depth}")
+        try:
+            fc.import_frontend()
+            print(fc.graph_text(cudnn_graph.graph_for(p).graph))
+        except ImportError as e:
+            print(e)
+        # With a GPU: cuDNN vs torch on the GPU. Without: torch on the CPU vs the float64 reference.
+        r = run_check(p, backend="auto" if not cpu_only else "torch", device=None if not cpu_only else "cpu")
+        print(f"checked {r.plan.backend} vs {r.plan.reference}: {r.status}, largest error/allowed {r.comparison.max_ratio:.3g}")
+        status |= r.status != "passed"
+    if cpu_only:
+        print(f"\n(cuDNN not used: {cpu_only})")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""TF32 vs IEEE fp32 on the same problem: the quiet trap on Ampere and newer.
+
+On an A100/H100/H200 an "fp32" convolution may run on tensor cores in TF32, which
+rounds each input to a 10-bit mantissa (unit roundoff 2^-11 instead of 2^-24).
+cuDNN marks such engines with the numerical notes TENSOR_CORE / DOWN_CONVERT_INPUTS;
+convcheck deselects them for --dtype fp32 and selects them for --dtype tf32.
+This runs the same problem both ways and shows the error of the TF32 result
+against the fp32 bound (too large: caught) and against the TF32 bound (fine).
+
+Run: python examples/07_tf32_vs_fp32.py
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from convcheck import backends, parse_descriptor
+from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.bound import make_bound
+from convcheck.check import abs_conv
+from convcheck.compare import compare
+from convcheck.fill import make_inputs
+
+
+def main() -> int:
+    p32 = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1")
+    print(f"problem: {p32}")
+    try:
+        fc.import_frontend()
+        print(fc.graph_text(cudnn_graph.graph_for(p32).graph))
+    except ImportError as e:
+        print(e)
+    inputs = make_inputs(p32, 0)
+    reason = backends.unavailable_reason("cudnn", "cuda")
+    if reason:
+        # No TF32 hardware here: emulate TF32 by rounding the inputs, which is what the engine does.
+        from convcheck import dtypes
+        from convcheck.backends import numpy_ref
+
+        y_tf32 = numpy_ref.conv_forward(p32, dtypes.round_tf32(inputs.x), dtypes.round_tf32(inputs.w))
+        ref = numpy_ref.conv_forward(p32, inputs.x, inputs.w)
+        device, sides = "cpu", ("torch", "numpy")
+        print(f"cuDNN not used ({reason}); TF32 emulated by rounding the inputs")
+    else:
+        import torch
+
+        from convcheck.backends import torch_conv
+
+        torch.cuda.set_stream(torch.cuda.Stream())
+        y_tf32, info = cudnn_graph.run(p32.with_(dtype="tf32"), inputs, "cuda")
+        print(f"TF32 engine: {info['engine']} (selected notes {info['selected_numeric_notes']})")
+        ref, _ = torch_conv.run(p32, inputs, "cuda")  # IEEE fp32
+        device, sides = "cuda", ("cudnn", "torch")
+    a = abs_conv(p32, inputs, device)
+    as_fp32 = compare(y_tf32, ref, make_bound("elementwise", p32, sides), a)
+    as_tf32 = compare(y_tf32, ref, make_bound("elementwise", p32.with_(dtype="tf32"), sides), a)
+    print(f"TF32 result judged as fp32: {'passed' if as_fp32.passed else 'FAILED'} (error/allowed {as_fp32.max_ratio:.3g})")
+    print(f"TF32 result judged as tf32: {'passed' if as_tf32.passed else 'FAILED'} (error/allowed {as_tf32.max_ratio:.3g})")
+    return 0 if (not as_fp32.passed and as_tf32.passed) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
