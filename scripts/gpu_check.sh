@@ -26,16 +26,16 @@ echo "== environment" | tee "$logs/env.txt"
 timeout 120 "$py" -m convcheck env 2>&1 | tee -a "$logs/env.txt" || status=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee -a "$logs/env.txt"
 echo "== GPU tests"
-timeout 300 "$py" -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$logs/pytest_gpu.txt" || status=1
+timeout 240 "$py" -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$logs/pytest_gpu.txt" || status=1
 echo "== GPU check table"
-timeout 300 "$py" scripts/gpu_check.py --out "$logs" 2>&1 | tee "$logs/gpu_check.txt" || status=1
+timeout 240 "$py" scripts/gpu_check.py --out "$logs" 2>&1 | tee "$logs/gpu_check.txt" || status=1
 echo "== examples on the GPU"
 for f in examples/*.py; do
-  timeout 120 "$py" "$f" > "$logs/example_$(basename "$f" .py).txt" 2>&1
+  timeout 60 "$py" "$f" > "$logs/example_$(basename "$f" .py).txt" 2>&1
   rc=$?
   echo "$(basename "$f"): exit $rc" | tee -a "$logs/examples.txt"
   [ $rc -eq 0 ] || status=1
 done
 echo "== GPU check speed (benchmarks/gpu_check_speed.py)"
-timeout 240 "$py" benchmarks/gpu_check_speed.py 2>&1 | tee "$logs/gpu_check_speed.txt" || status=1
+timeout 180 "$py" benchmarks/gpu_check_speed.py 2>&1 | tee "$logs/gpu_check_speed.txt" || status=1
 exit $status
