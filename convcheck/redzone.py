@@ -57,6 +57,11 @@ class GuardedBuffer:
         a = self.raw[self.guard:]
         return int(a.data.ptr) if hasattr(a.data, "ptr") else int(a.ctypes.data)
 
+    def intact_flag(self):
+        """A 0-d boolean array on the buffer's device: both guards still hold the pattern.
+        Combine several with ``&`` and read once, to pay one synchronisation for all."""
+        return (self.raw[:self.guard] == PATTERN).all() & (self.raw[self.guard + self.nbytes:] == PATTERN).all()
+
     def check(self) -> list[Corruption]:
         """The first corrupted byte on each side, if any (only these bytes come back from a GPU)."""
         xp = self.xp

@@ -45,3 +45,10 @@ def test_guard_pattern_and_bitwise_equality():
     a = np.array([1.0, np.nan, -0.0])
     assert bitwise_equal(np, a, a.copy())
     assert not bitwise_equal(np, a, np.array([1.0, np.nan, 0.0]))  # -0.0 and 0.0 differ in bits
+
+
+def test_intact_flag_agrees_with_check():
+    b = GuardedBuffer(np, (8,), np.float32, poison=np.nan)
+    assert bool(b.intact_flag())
+    b.raw[0] = 1
+    assert not bool(b.intact_flag()) and b.check()[0].side == "before"
