@@ -62,12 +62,29 @@ def test_fused_reference_matches_torch_float64(act):
 @pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16"])
 @pytest.mark.parametrize("what", ["dgrad", "wgrad", "bias,relu", "bias,gelu", "sigmoid", "bias,tanh"])
 def test_cpu_path_passes_every_direction_and_fusion(dtype, what):
-    rng = np.random.default_rng(hash((dtype, what)) % 2**32)
-    for _ in range(6):
-        p = random_problem(rng, dtype=dtype)
-        p = p.with_(direction=what) if what in ("dgrad", "wgrad") else p.with_(fuse=tuple(what.split(",")))
+    import zlib
+
+    rng = np.random.default_rng(zlib.crc32(f"{dtype}/{what}".encode()))
+    checked = 0
+    for _ in range(8):
+        base = random_problem(rng, dtype=dtype)
+        p = base.with_(direction=what) if what in ("dgrad", "wgrad") else base.with_(fuse=tuple(what.split(",")))
         r = run_check(p, backend="torch", reference="numpy", device="cpu", seed=1)
+        if r.status != "passed" and _torch_bf16_conv_is_wrong(base):
+            continue  # torch 2.13's CPU bf16 conv bug (see test_planted_bugs): a true failure, not this test's subject
         assert r.status == "passed", (str(p), r.message, r.comparison and r.comparison.max_ratio)
+        checked += 1
+    assert checked >= 4
+
+
+def _torch_bf16_conv_is_wrong(p) -> bool:
+    """torch's plain forward conv fails while im2col (same dtype) passes: torch is wrong here."""
+    if p.dtype != "bf16":
+        return False
+    plain = p.with_(direction="fprop", fuse=())
+    torch_says = run_check(plain, backend="torch", reference="numpy", device="cpu", seed=1).status
+    peer_says = run_check(plain, backend="im2col", reference="numpy", device="cpu", seed=1).status
+    return torch_says == "failed" and peer_says == "passed"
 
 
 @pytest.mark.parametrize("direction", ["dgrad", "wgrad"])
