@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from convcheck import backends, read_batch_file, run_check  # noqa: E402
 
@@ -51,9 +51,9 @@ def gpu(args, problems) -> int:
 
 
 def cpu(args, problems) -> int:
-    import statistics
-
     import torch
+
+    from _timing import median_time as timed
 
     from convcheck.backends import numpy_ref, torch_conv
     from convcheck.fill import make_inputs
@@ -63,15 +63,6 @@ def cpu(args, problems) -> int:
     for p in problems:
         inputs = make_inputs(p, 0)
         x, w = torch.from_numpy(inputs.x), torch.from_numpy(inputs.w)
-
-        def timed(fn, n=3):
-            fn()
-            ts = []
-            for _ in range(n):
-                t = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - t)
-            return statistics.median(ts)
 
         t_torch = timed(lambda: torch_conv.conv_forward(p, x, w))
         t_np = timed(lambda: numpy_ref.conv_forward(p, inputs.x, inputs.w))

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from _timing import median_time as timed  # noqa: E402
 from convcheck.backends import numpy_ref, torch_conv  # noqa: E402
 from convcheck.fill import make_inputs  # noqa: E402
 from convcheck.problem import parse_descriptor, read_batch_file  # noqa: E402
@@ -35,16 +35,6 @@ EXTRA = [
     ("3-D conv (shapes_3d)", 'mb1ic64oc64_ih10kh3ph1_iw20kw3pw1_id15kd3pd1_n"3d_conv_pad:2"'),
     ("depthwise 3x3 s2", "g256mb1ic256ih56oc256oh28kh3sh2ph1"),
 ]
-
-
-def timed(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> int:

@@ -76,13 +76,10 @@ def _fill(prep, seed: int) -> dict:
 
 def device_check(problem: ConvProblem, seed: int = 0, bound: str = "elementwise") -> DeviceCheck:
     """One check of cuDNN against torch, both on the GPU, without host round trips."""
+    import numpy as np
     import torch
 
-    from .backends import cudnn_graph, torch_conv
     from .fill import ConvInputs
-    from .math_mode import torch_conv_math
-
-    import numpy as np
 
     template = ConvInputs(  # shapes only: the first call builds the graph on zero-filled host data
         x=np.zeros(problem.x_shape, np.float32), w=np.zeros(problem.w_shape, np.float32), seed=seed,

@@ -152,3 +152,23 @@ def format_table(records: list[EngineRecord]) -> str:
         if r.message:
             lines.append(f"  [{r.index}] {r.message}")
     return "\n".join(lines)
+
+
+def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
+    """Run ``problem`` (fp32) on cuDNN's TF32 engines on purpose, and judge the result
+    against torch's IEEE fp32 answer twice: by the fp32 bound (the trap: it must fail)
+    and by the TF32 bound (it must pass). Returns (as_fp32, as_tf32, cuDNN info)."""
+    import torch
+
+    from .backends import cudnn_graph, torch_conv
+
+    inputs = make_inputs(problem, seed)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        y, info = cudnn_graph.run(problem.with_(dtype="tf32"), inputs, "cuda")
+        ref, _ = torch_conv.run(problem, inputs, "cuda")
+        a = abs_conv(problem, inputs, "cuda")
+        as_fp32 = compare(y, ref, make_bound("elementwise", problem, ("cudnn", "torch")), a)
+        as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), ("cudnn", "torch")), a)
+    stream.synchronize()
+    return as_fp32, as_tf32, info

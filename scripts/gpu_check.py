@@ -45,23 +45,10 @@ def format_table(rows) -> str:
 
 def real_tf32_row():
     """cuDNN with TF32 engines on purpose, judged by the fp32 bound: the trap must be caught."""
-    import torch
+    from convcheck.engines import tf32_judged_both_ways
 
-    from convcheck.backends import cudnn_graph, torch_conv
-    from convcheck.bound import make_bound
-    from convcheck.check import abs_conv
-    from convcheck.compare import compare
-    from convcheck.fill import make_inputs
-
-    p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
-    inputs = make_inputs(p, 0)
     t0 = time.perf_counter()
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        y, info = cudnn_graph.run(p.with_(dtype="tf32"), inputs, "cuda")
-        ref, _ = torch_conv.run(p, inputs, "cuda")
-        c = compare(y, ref, make_bound("elementwise", p, ("cudnn", "torch")), abs_conv(p, inputs, "cuda"))
-    stream.synchronize()
+    c, _, info = tf32_judged_both_ways(parse_descriptor("mb8ic64ih56oc64oh56kh3ph1"))
     return row("real TF32 engine judged as fp32", "passed" if c.passed else "failed", info["engine"], c.max_abs_diff,
                c.max_ratio, time.perf_counter() - t0, expected="failed")
 

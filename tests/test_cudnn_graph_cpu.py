@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from convcheck.problem import parse_descriptor
 
+from .conftest import run_on_alt_frontend
+
 cudnn = pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed")
 
 from convcheck.backends import cudnn_graph, frontend_compat as fc  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-
 
 def summary(desc, **kw):
     p = parse_descriptor(desc, **kw)
@@ -74,13 +68,8 @@ def test_host_descriptors_match_real_array_strides():
     assert cudnn_graph.host_descriptors(p)["X"][1] == layout.element_strides(x)
 
 
-ALT = os.environ.get("CONVCHECK_ALT_FRONTEND", str(REPO / ".venv" / "frontend-1.23"))
-
-
 def test_graph_construction_on_a_second_frontend_release():
     """The same graph through another cudnn-frontend release (1.23: the C++ pygraph)."""
-    if not Path(ALT, "cudnn").is_dir():
-        pytest.skip(f"no second cudnn-frontend at {ALT} (scripts/dev_setup.sh installs 1.23.0 there)")
     code = (
         "import json, cudnn\n"
         "from convcheck.problem import parse_descriptor\n"
@@ -88,10 +77,7 @@ def test_graph_construction_on_a_second_frontend_release():
         "p = parse_descriptor('mb2ic8ih13oc16oh7kh3sh2ph3dh1', mode='conv')\n"
         "print(json.dumps({'version': fc.frontend_version(cudnn), 'summary': fc.graph_summary(cudnn_graph.graph_for(p).graph)}))\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ALT, str(REPO)]))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = run_on_alt_frontend(code)
     assert out["version"] != fc.frontend_version(cudnn)
     assert fc.is_supported_version(out["version"])
     _, here = summary("mb2ic8ih13oc16oh7kh3sh2ph3dh1", mode="conv")

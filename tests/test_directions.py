@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +17,7 @@ from convcheck.plant import applies, effect
 from convcheck.problem import ACTIVATIONS, ConvProblem, parse_descriptor
 from convcheck.random_problems import random_problem
 
-REPO = Path(__file__).resolve().parent.parent
-
+from .conftest import run_on_alt_frontend
 
 def _t(a):
     return None if a is None else torch.from_numpy(a).double()
@@ -154,12 +149,7 @@ def test_fused_graph_through_the_real_frontend(act, mode):
     assert raw["tensors"]["B"]["dim"] == [1, 8, 1, 1]
 
 
-ALT = os.environ.get("CONVCHECK_ALT_FRONTEND", str(REPO / ".venv" / "frontend-1.23"))
-
-
 def test_backward_and_fused_graphs_on_the_second_frontend_release():
-    if not Path(ALT, "cudnn").is_dir():
-        pytest.skip(f"no second cudnn-frontend at {ALT}")
     code = (
         "import json\n"
         "from convcheck.problem import parse_descriptor\n"
@@ -170,9 +160,6 @@ def test_backward_and_fused_graphs_on_the_second_frontend_release():
         "out['fused'] = json.loads(fc.graph_text(cudnn_graph.graph_for(parse_descriptor('mb2ic8ih12oc8oh12kh3ph1', fuse=('bias', 'gelu'))).graph))\n"
         "print(json.dumps(out))\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ALT, str(REPO)]))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = run_on_alt_frontend(code)
     assert out["dgrad"]["nodes"][0]["type"] == "CONV_DGRAD" and out["wgrad"]["nodes"][0]["type"] == "CONV_WGRAD"
     assert len(out["fused"]["nodes"]) == 3

@@ -16,8 +16,8 @@ def test_example_runs(path):
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "problem:" in done.stdout
-    try:
-        import cudnn  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("cudnn") is None:
         return
     assert '"CONV_' in done.stdout or "CONV_FPROP" in done.stdout  # the graph was printed

@@ -102,7 +102,6 @@ def test_a_real_torch_cpu_bf16_bug_is_caught_and_a_correct_peer_passes():
     benchmark). Whatever torch version runs this, the verdict must match the truth:
     im2col (correct, bf16) passes; torch fails exactly when its error is beyond rounding."""
     import numpy as np
-    import torch
 
     from convcheck.backends import numpy_ref, torch_conv
     from convcheck.problem import parse_descriptor

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 SUPPORTED = ">=1.23,<1.33"
 SUPPORTED_RANGE = ((1, 23), (1, 32))

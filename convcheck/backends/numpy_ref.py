@@ -122,7 +122,7 @@ def conv_wgrad(problem: ConvProblem, x: np.ndarray, dy: np.ndarray, dtype=np.flo
 
 def conv_dgrad(problem: ConvProblem, dy: np.ndarray, w: np.ndarray, dtype=np.float64) -> np.ndarray:
     """dgrad: dx [N, C, *input]; rows a negative back padding never reads get gradient 0."""
-    g, cg, kg, nd = problem.groups, problem.ic // problem.groups, problem.oc // problem.groups, problem.ndim
+    g, cg, kg = problem.groups, problem.ic // problem.groups, problem.oc // problem.groups
     out = problem.output
     wk = _kernel(problem, w, dtype)
     dyg = np.asarray(dy, dtype=dtype).reshape(problem.mb, g, kg, math.prod(out))
