@@ -99,6 +99,14 @@ def device_scope(plan: Plan):
         yield
 
 
+def _sync_if_cuda(plan: Plan) -> None:
+    """Make the phase timings honest on a GPU (kernels are asynchronous)."""
+    if "cuda" in (plan.backend_device, plan.reference_device):
+        import torch
+
+        torch.cuda.current_stream().synchronize()
+
+
 @dataclass
 class CheckResult:
     status: str  # passed | failed | unsupported | error
@@ -114,6 +122,8 @@ class CheckResult:
     fill: str = "random"
     density: float = 1.0
     time_s: float = 0.0
+    time_backend_s: float = 0.0  # the convolution under test
+    time_reference_s: float = 0.0  # the reference convolution
     versions: dict = field(default_factory=dict)
     outputs: Any = None  # (ours, ref, inputs) kept for --save-lesson; not serialised
 
@@ -157,6 +167,8 @@ class CheckResult:
             "message": self.message,
             "notes": list(self.notes),
             "time_s": round(self.time_s, 6),
+            "time_backend_s": round(self.time_backend_s, 6),
+            "time_reference_s": round(self.time_reference_s, 6),
             "backend_info": self.backend_info,
             "reference_info": self.reference_info,
             "comparison": c.as_dict() if c else None,
@@ -240,12 +252,17 @@ def run_check(
     start = time.perf_counter()
     try:
         with device_scope(plan):
+            t0 = time.perf_counter()
             if planted.compute is not None:
                 ours, result.backend_info = planted.compute(planted.problem, planted.inputs), {"implementation": f"planted: {plant}"}
             else:
                 ours, result.backend_info = under_test.run(planted.problem, planted.inputs, plan.backend_device, **cudnn_options)
             ours = planted.post(to_torch(ours))
+            _sync_if_cuda(plan)
+            t1 = time.perf_counter()
             ref, result.reference_info = ref_impl.run(problem, inputs, plan.reference_device)
+            _sync_if_cuda(plan)
+            result.time_backend_s, result.time_reference_s = t1 - t0, time.perf_counter() - t1
             a = abs_conv(problem, inputs, "cpu" if plan.reference_device == "cpu" else "cuda") if bnd.needs_abs_conv else None
             result.comparison = compare(ours, ref, bnd, a)
         result.status = "passed" if result.comparison.passed else "failed"

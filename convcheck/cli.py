@@ -89,6 +89,40 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(n)
     n.set_defaults(repeat=3)
 
+    w = sub.add_parser("sweep", help="many problems, each record appended to a JSON-lines file as it finishes", epilog=EPILOG)
+    w.add_argument("descriptors", nargs="*", help="problem descriptors (besides --batch and --random)")
+    w.add_argument("--batch", action="append", default=[], metavar="FILE", help="benchdnn batch file (repeatable)")
+    w.add_argument("--match", metavar="REGEX", help="only batch-file lines matching this")
+    w.add_argument("--mb", type=int, help="override every problem's batch")
+    w.add_argument("--random", type=int, default=0, metavar="N", help="N seeded random problems over the whole space")
+    w.add_argument("--seed", type=int, default=0, help="seed of the inputs and of --random")
+    w.add_argument("--mode", choices=("xcorr", "conv"))
+    w.add_argument("--dtype", choices=DTYPES)
+    w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
+    w.add_argument("--direction", choices=DIRECTIONS)
+    w.add_argument("--fuse", default="", metavar="OPS")
+    w.add_argument("--bound", choices=BOUNDS, default="elementwise")
+    w.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto")
+    w.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"))
+    w.add_argument("--device", choices=("cpu", "cuda"))
+    w.add_argument("--out", required=True, metavar="FILE", help="JSON-lines file, appended to")
+    w.add_argument("--resume", action="store_true", help="skip problems already in --out")
+    w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
+    w.add_argument("--quiet", action="store_true", help="no progress output")
+
+    r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
+    r.add_argument("file", help="a sweep's JSON-lines file")
+    which = r.add_mutually_exclusive_group(required=True)
+    which.add_argument("--index", type=int, help="0-based record number")
+    which.add_argument("--name", help="the first record whose problem contains this text")
+    r.add_argument("--json", action="store_true")
+
+    d = sub.add_parser("diff", help="what changed between two sweeps")
+    d.add_argument("a")
+    d.add_argument("b")
+    d.add_argument("--factor", type=float, default=10.0, help="report error/bound ratios that moved by more than this")
+    d.add_argument("--json", action="store_true")
+
     e = sub.add_parser("env", help="every version that matters to a result")
     e.add_argument("--json", action="store_true")
 
@@ -207,7 +241,55 @@ def cmd_graph(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+def cmd_sweep(args) -> int:
+    from pathlib import Path
+
+    from .problem import layout_from_name
+    from .sweep import SweepOptions, collect, format_summary, read_records, run_sweep, write_junit
+
+    if args.mb is not None and args.mb <= 0:
+        raise BadInput(f"--mb must be positive, got {args.mb}")
+    fuse = tuple(op.strip() for op in args.fuse.split(",") if op.strip())
+    items = collect(args.batch, args.match, args.mb, args.descriptors, args.random, args.seed,
+                    mode=args.mode, dtype=args.dtype, layout=layout_from_name(args.layout) if args.layout else None,
+                    direction=args.direction, fuse=fuse)
+    if not items:
+        raise BadInput("no problems: give descriptors, --batch FILE or --random N")
+    out = Path(args.out)
+    summary = run_sweep(items, SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed), out,
+                        resume=args.resume, quiet=args.quiet)
+    print(format_summary(summary, out))
+    if args.junit:
+        print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
+    return summary.exit_code
+
+
+def cmd_rerun(args) -> int:
+    from .check import run_check
+    from .sweep import pick_record, problem_from_record, read_records
+
+    rec = pick_record(read_records(args.file), args.index, args.name)
+    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
+    result = run_check(problem_from_record(rec), backend=rec["backend"], reference=rec["reference"], device=device,
+                       seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"))
+    code = _emit(result, args.json, None)
+    same = result.status == rec.get("status") and result.record()["max_abs_diff"] == rec.get("max_abs_diff")
+    print(f"rerun of record {args.index if args.index is not None else args.name!r}: recorded {rec.get('status')} "
+          f"(max|diff| {rec.get('max_abs_diff')}), now {result.status} (max|diff| {result.record()['max_abs_diff']}): "
+          f"{'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
+    return code
+
+
+def cmd_diff(args) -> int:
+    from .diff import diff_records, format_diff
+    from .sweep import read_records
+
+    d = diff_records(read_records(args.a), read_records(args.b), args.factor)
+    print(json.dumps(d.as_dict(), indent=2, default=str) if args.json else format_diff(d, args.a, args.b, args.factor))
+    return d.exit_code
+
+
+COMMANDS = {"sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def main(argv=None) -> int:

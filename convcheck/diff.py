@@ -1,0 +1,88 @@
+"""What changed between two sweeps (two cuDNN versions, two GPUs, two days).
+
+Records are matched by their key (problem, mode, dtype, layout, direction, fusion,
+bound, seed, backend, reference). Reported: status flips, error/bound ratios that
+moved by more than a factor, problems only in one file, and each side's versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .sweep import record_key
+
+VERSION_KEYS = ("convcheck", "torch", "cudnn (torch)", "cudnn_frontend", "cudnn_backend (frontend)", "cupy", "gpu", "numpy")
+
+
+@dataclass
+class SweepDiff:
+    flips: list = field(default_factory=list)  # (key, problem, status_a, status_b)
+    moved: list = field(default_factory=list)  # (key, problem, ratio_a, ratio_b)
+    only_a: list = field(default_factory=list)
+    only_b: list = field(default_factory=list)
+    common: int = 0
+    versions_a: dict = field(default_factory=dict)
+    versions_b: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.flips else 0
+
+    def as_dict(self) -> dict:
+        return {"flips": self.flips, "moved": self.moved, "only_a": self.only_a, "only_b": self.only_b,
+                "common": self.common, "versions_a": self.versions_a, "versions_b": self.versions_b}
+
+
+def _versions(records: list[dict]) -> dict:
+    for r in records:
+        v = r.get("versions")
+        if v:
+            return {k: v.get(k) for k in VERSION_KEYS if k in v}
+    return {}
+
+
+def diff_records(a: list[dict], b: list[dict], factor: float = 10.0) -> SweepDiff:
+    """Compare two sweeps; a ratio "moved" when max/min of the two error/bound ratios exceeds ``factor``
+    (ratios below 1e-3 of the bound are treated as 1e-3: tiny errors jittering is not news)."""
+    ka = {r.get("key") or record_key(r): r for r in a}
+    kb = {r.get("key") or record_key(r): r for r in b}
+    d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b))
+    for key, ra in ka.items():
+        rb = kb.get(key)
+        if rb is None:
+            d.only_a.append(ra.get("problem"))
+            continue
+        d.common += 1
+        if ra.get("status") != rb.get("status"):
+            d.flips.append((key, ra.get("problem"), ra.get("status"), rb.get("status")))
+            continue
+        x, y = ra.get("bound_ratio"), rb.get("bound_ratio")
+        if x is not None and y is not None:
+            lo, hi = sorted((max(x, 1e-3), max(y, 1e-3)))
+            if hi / lo > factor:
+                d.moved.append((key, ra.get("problem"), x, y))
+    d.only_b = [rb.get("problem") for key, rb in kb.items() if key not in ka]
+    return d
+
+
+def format_diff(d: SweepDiff, name_a: str, name_b: str, factor: float) -> str:
+    lines = [f"A = {name_a}", f"B = {name_b}", ""]
+    keys = sorted(set(d.versions_a) | set(d.versions_b))
+    if keys:
+        width = max(len(k) for k in keys)
+        lines.append(f"{'version':<{width}}  A / B")
+        for k in keys:
+            va, vb = d.versions_a.get(k), d.versions_b.get(k)
+            lines.append(f"{k:<{width}}  {va} / {vb}{'' if va == vb else '   <- differs'}")
+        lines.append("")
+    lines.append(f"{d.common} problems in both, {len(d.only_a)} only in A, {len(d.only_b)} only in B")
+    lines.append(f"status flips: {len(d.flips)}")
+    for _, problem, sa, sb in d.flips:
+        lines.append(f"  {sa} -> {sb}  {problem}")
+    lines.append(f"error/bound moved by more than {factor:g}x: {len(d.moved)}")
+    for _, problem, x, y in d.moved:
+        lines.append(f"  {x:.3g} -> {y:.3g}  {problem}")
+    for label, items in (("only in A", d.only_a), ("only in B", d.only_b)):
+        if items:
+            lines.append(f"{label}: " + ", ".join(str(p) for p in items[:10]) + (" ..." if len(items) > 10 else ""))
+    return "\n".join(lines)

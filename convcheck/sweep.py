@@ -1,0 +1,340 @@
+"""Many problems, one record each, streamed to a JSON-lines file that survives anything.
+
+Each finished check is appended to the ``--out`` file as one line and flushed to
+disk (``fsync``) before the next problem starts, so a crash, a kill or a Ctrl-C
+loses at most the problem in flight and the file stays readable (every line is
+a complete JSON object). ``--resume`` skips the problems whose key is already in
+the file. One failing problem never stops the sweep: cuDNN's "not supported", a
+GPU out-of-memory, an exception in a backend or a malformed problem each become
+a record with its message. SIGINT and SIGTERM finish the problem in flight,
+write the summary and exit (130 / 143); a second signal stops at once, between
+two writes, never inside one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .check import resolve, run_check
+from .errors import BackendUnavailable, BadInput, ConvCheckError
+from .problem import ConvProblem, layout_from_name, parse_descriptor, read_batch_file
+
+STATUSES = ("passed", "failed", "mistrusted", "unsupported", "error", "skipped")
+
+
+@dataclass
+class SweepOptions:
+    backend: str = "auto"
+    reference: str | None = None
+    device: str | None = None
+    bound: str | None = None
+    seed: int = 0
+
+
+@dataclass
+class Item:
+    source: str  # file name, "cli" or "random"
+    problem: ConvProblem | None
+    error: str = ""  # a problem that could not even be built
+    text: str = ""
+
+
+def record_key(rec: dict) -> str:
+    """What identifies a problem across runs and machines (not the versions or results)."""
+    return "|".join(str(rec.get(k)) for k in (
+        "problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug"))
+
+
+def _key_for(problem: ConvProblem, plan, options: SweepOptions, bound: str) -> str:
+    return record_key({
+        "problem": problem.descriptor(), "mode": problem.mode, "dtype": problem.dtype, "layout": problem.layout_name,
+        "direction": problem.direction, "fuse": list(problem.fuse), "bound": bound, "seed": options.seed,
+        "backend": plan.backend, "reference": plan.reference, "planted_bug": None,
+    })
+
+
+def collect(batch_files=(), match: str | None = None, mb: int | None = None, descriptors=(), random_count: int = 0,
+            random_seed: int = 0, **overrides) -> list[Item]:
+    """Problems from batch files (filtered by ``match`` on the descriptor line), the command line
+    and the seeded random generator; ``overrides`` (dtype, layout, mode, direction, fuse) apply to all.
+    A malformed batch-file line becomes an item with its error, not an exception."""
+    from .random_problems import random_problems
+
+    pattern = re.compile(match) if match else None
+    fixed = {k: v for k, v in overrides.items() if v not in (None, ())}
+    items: list[Item] = []
+    for path in batch_files:
+        path = Path(path)
+        if not path.is_file():
+            raise BadInput(f"--batch {path}: no such file")
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                body = line.split("#", 1)[0].strip()
+                if not body or (pattern and not pattern.search(body)):
+                    continue
+                try:
+                    items.append(Item(path.name, parse_descriptor(body, mb=mb, **fixed), text=body))
+                except BadInput as e:
+                    items.append(Item(path.name, None, f"{path}:{lineno}: {e}", text=body))
+    for d in descriptors:
+        items.append(Item("cli", parse_descriptor(d, mb=mb, **fixed), text=d))
+    if random_count:
+        gen = {k: fixed[k] for k in ("dtype", "layout") if k in fixed}
+        rest = {k: v for k, v in fixed.items() if k not in ("dtype", "layout")}
+        for p in random_problems(random_count, random_seed, **gen):
+            try:
+                p = p.with_(**rest) if rest else p
+                if mb:
+                    p = p.with_(mb=mb)
+                items.append(Item("random", p, text=p.descriptor()))
+            except BadInput as e:
+                items.append(Item("random", None, str(e), text=p.descriptor()))
+    return items
+
+
+def done_keys(path: Path) -> set[str]:
+    """Keys already in a sweep file; a torn last line (a crash mid-write) is ignored."""
+    keys = set()
+    if not path.exists():
+        return keys
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                keys.add(record_key(json.loads(line)))
+            except json.JSONDecodeError:
+                continue
+    return keys
+
+
+def read_records(path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such sweep file")
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
+    return records
+
+
+class _Stop:
+    """SIGINT/SIGTERM: the first asks to stop after the problem in flight, the second stops now."""
+
+    def __init__(self):
+        self.signum = None
+        self.writing = False
+        self.hard = False
+
+    def __call__(self, signum, frame):
+        if self.signum is not None:
+            self.hard = True
+            if not self.writing:
+                raise KeyboardInterrupt
+        self.signum = signum
+
+    def install(self):
+        previous = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        return lambda: [signal.signal(s, h) for s, h in previous.items()]
+
+
+@dataclass
+class SweepSummary:
+    counts: Counter = field(default_factory=Counter)
+    worst: list = field(default_factory=list)  # records
+    stopped_by: int | None = None
+    wall_s: float = 0.0
+    written: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        if self.stopped_by is not None:
+            return 128 + self.stopped_by
+        if self.counts["failed"] or self.counts["mistrusted"]:
+            return 1
+        if self.counts["error"]:
+            return 4
+        return 0
+
+
+class Progress:
+    """A progress bar on a terminal (rich), plain lines elsewhere."""
+
+    def __init__(self, total: int, quiet: bool = False):
+        self.total, self.quiet, self.bar = total, quiet, None
+        if not quiet and sys.stderr.isatty():
+            try:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+
+                self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                        TimeRemainingColumn(), transient=True)
+                self.bar.start()
+                self.task = self.bar.add_task("sweep", total=total)
+            except ImportError:
+                self.bar = None
+
+    def update(self, i: int, rec: dict) -> None:
+        if self.quiet:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=f"{rec['status']:<11} {rec['problem'][:40]}")
+        else:
+            ratio = rec.get("bound_ratio")
+            print(f"[{i}/{self.total}] {rec['status']:<11} {rec['problem']} {rec.get('dtype', '')}"
+                  f"{'' if ratio is None else f' err/bound {ratio:.3g}'} ({rec.get('time_s', 0):.3f} s)", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _error_record(item: Item, options: SweepOptions, plan, message: str, status: str = "error") -> dict:
+    p = item.problem
+    return {
+        "status": status, "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
+        "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
+        "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
+        "bound": options.bound, "seed": options.seed, "backend": plan.backend, "reference": plan.reference,
+        "planted_bug": None, "message": message, "max_abs_diff": None, "bound_ratio": None, "time_s": 0.0,
+    }
+
+
+def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
+              on_record=None) -> SweepSummary:
+    """Check every item, appending each record to ``out`` as soon as it exists."""
+    from .check import DEFAULT_BOUND
+
+    plan = resolve(options.backend, options.reference, options.device)
+    bound = options.bound or DEFAULT_BOUND
+    options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed)
+    skip = done_keys(out) if resume else set()
+    summary = SweepSummary()
+    stop = _Stop()
+    restore = stop.install()
+    progress = Progress(len(items), quiet)
+    start = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(out, "a", encoding="utf-8") as f:
+            for i, item in enumerate(items, 1):
+                if stop.signum is not None:
+                    break
+                if item.problem is not None and _key_for(item.problem, plan, options, bound) in skip:
+                    summary.counts["skipped"] += 1
+                    continue
+                if item.problem is None:
+                    rec = _error_record(item, options, plan, item.error)
+                else:
+                    try:
+                        result = run_check(item.problem, backend=plan.backend, reference=plan.reference,
+                                           device=options.device, seed=options.seed, bound=bound)
+                        rec = result.record()
+                    except BackendUnavailable:
+                        raise
+                    except ConvCheckError as e:
+                        rec = _error_record(item, options, plan, str(e))
+                    except Exception as e:  # never let one problem stop the sweep
+                        rec = _error_record(item, options, plan, f"{type(e).__name__}: {e}")
+                rec["source"] = item.source
+                rec["key"] = record_key(rec)
+                line = json.dumps(rec, sort_keys=True, default=str) + "\n"
+                stop.writing = True
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+                stop.writing = False
+                summary.written += 1
+                summary.counts[rec["status"]] += 1
+                summary.worst.append(rec)
+                progress.update(i, rec)
+                if on_record:
+                    on_record(rec)
+                if stop.hard:
+                    break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        progress.close()
+        restore()
+    summary.stopped_by = stop.signum
+    summary.wall_s = time.perf_counter() - start
+    order = {"failed": 0, "error": 1, "mistrusted": 2, "unsupported": 3, "passed": 4}
+    summary.worst = sorted(summary.worst, key=lambda r: (order.get(r["status"], 5), -(r.get("bound_ratio") or 0.0)))[:5]
+    return summary
+
+
+def format_summary(summary: SweepSummary, out: Path) -> str:
+    lines = [f"sweep: {summary.written} records appended to {out} in {summary.wall_s:.1f} s"]
+    lines.append("  " + "  ".join(f"{s} {summary.counts[s]}" for s in STATUSES))
+    if summary.stopped_by is not None:
+        lines.append(f"  stopped by signal {summary.stopped_by}: every finished record is on disk; --resume continues")
+    if summary.worst:
+        lines.append("  worst cases:")
+        for r in summary.worst:
+            ratio = r.get("bound_ratio")
+            lines.append(f"    {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {r['problem']} {r.get('dtype') or ''}"
+                         f"{'  ' + r['message'][:100] if r.get('message') else ''}")
+    return "\n".join(lines)
+
+
+def problem_from_record(rec: dict) -> ConvProblem:
+    try:
+        return parse_descriptor(rec["problem"], mode=rec.get("mode") or "xcorr", dtype=rec.get("dtype") or "fp32",
+                                layout=layout_from_name(rec.get("layout") or "nchw"),
+                                direction=rec.get("direction") or "fprop", fuse=tuple(rec.get("fuse") or ()))
+    except KeyError as e:
+        raise BadInput(f"the record has no {e} field") from None
+
+
+def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:
+    if index is not None:
+        if not 0 <= index < len(records):
+            raise BadInput(f"--index {index}: the file has records 0..{len(records) - 1}")
+        return records[index]
+    matches = [r for r in records if name and name in r.get("problem", "")]
+    if not matches:
+        raise BadInput(f"--name {name!r} matches no record's problem")
+    return matches[0]
+
+
+def write_junit(records: list[dict], path) -> Path:
+    """JUnit XML for CI systems: a testcase per record; failed/mistrusted are failures,
+    error is an error, unsupported and skipped are skipped."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="convcheck")
+    counts = Counter()
+    for rec in records:
+        name = " ".join(str(x) for x in (rec.get("problem"), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
+                                         ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
+        case = ET.SubElement(suite, "testcase", classname=f"convcheck.{rec.get('source', 'check')}",
+                             name=name, time=f"{rec.get('time_s') or 0:.6f}")
+        status = rec.get("status")
+        detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
+        if status in ("failed", "mistrusted"):
+            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
+            counts["failures"] += 1
+        elif status == "error":
+            ET.SubElement(case, "error", message=rec.get("message") or "error")
+            counts["errors"] += 1
+        elif status in ("unsupported", "skipped"):
+            ET.SubElement(case, "skipped", message=rec.get("message") or status)
+            counts["skipped"] += 1
+    suite.set("tests", str(len(records)))
+    for k in ("failures", "errors", "skipped"):
+        suite.set(k, str(counts[k]))
+    path = Path(path)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    return path

@@ -1,0 +1,126 @@
+"""Sweeps: streamed records, resume, failure isolation, real signals, rerun, JUnit, diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from convcheck.sweep import read_records, record_key
+
+from .conftest import REPO, run_cli
+
+
+def lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]  # every line must be a whole JSON record
+
+
+def test_sweep_from_batch_descriptors_and_random(tmp_path, cases_dir):
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "--batch", str(cases_dir / "shapes_basic"), "--match", "conv_basic_2d", "--mb", "2",
+                   "mb2ic8ih9oc8oh9kh3ph1", "--random", "5", "--seed", "3", "--out", str(out), "--backend", "torch",
+                   "--device", "cpu", "--junit", str(tmp_path / "j.xml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = lines(out)
+    sources = {r["source"] for r in recs}
+    assert sources == {"shapes_basic", "cli", "random"}
+    assert all(r["status"] == "passed" and r["key"] == record_key(r) for r in recs)
+    assert all("mb2" in r["problem"] for r in recs if r["source"] != "random")
+    assert "passed" in done.stdout and "worst cases" in done.stdout
+    suite = ET.parse(tmp_path / "j.xml").getroot()
+    assert int(suite.get("tests")) == len(recs) and suite.get("failures") == "0"
+
+
+def test_resume_skips_what_is_done(tmp_path, cases_dir):
+    out = tmp_path / "s.jsonl"
+    common = ["--batch", str(cases_dir / "shapes_basic"), "--mb", "1", "--out", str(out), "--backend", "torch", "--device", "cpu", "--quiet"]
+    assert run_cli("sweep", *common, "--match", "1d").returncode == 0
+    first = len(lines(out))
+    again = run_cli("sweep", *common, "--resume")
+    assert again.returncode == 0 and f"skipped {first}" in again.stdout
+    recs = lines(out)
+    assert len(recs) == len({r["key"] for r in recs}) == len(read_records(out))
+    assert len(recs) > first
+
+
+def test_one_bad_problem_never_stops_the_sweep(tmp_path):
+    batch = tmp_path / "batch"
+    batch.write_text("mb2ic8ih9oc8oh9kh3ph1\nmb2ic8ih9oc8oh9kh3ph-1\nmb2ic8iw9oc8ow9kw3pw1\n")
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "--batch", str(batch), "--out", str(out), "--backend", "im2col", "--device", "cpu",
+                   "--direction", "dgrad", "--quiet")  # im2col has no dgrad: cuDNN-style "unsupported" records
+    recs = lines(out)
+    assert [r["status"] for r in recs] == ["unsupported", "error", "unsupported"]
+    assert "negative" in recs[1]["message"] and "batch:2" in recs[1]["message"]
+    assert done.returncode == 4  # errors present, no mismatch
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_real_signal_leaves_every_finished_record_and_resume_finishes(tmp_path, sig, code):
+    out = tmp_path / "s.jsonl"
+    args = [sys.executable, "-m", "convcheck", "sweep", "--random", "400", "--seed", "1", "--out", str(out),
+            "--backend", "torch", "--device", "cpu"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 5):
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode == code, stdout
+    assert f"stopped by signal {int(sig)}" in stdout
+    recs = lines(out)
+    assert 5 <= len(recs) < 400
+    resumed = subprocess.run(args + ["--resume", "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    assert resumed.returncode in (0, 1), resumed.stdout + resumed.stderr
+    total = lines(out)
+    assert len(total) == len({r["key"] for r in total}) == 400
+
+
+def test_rerun_repeats_a_record_exactly(tmp_path):
+    out = tmp_path / "s.jsonl"
+    assert run_cli("sweep", "mb2ic16ih14oc8oh14kh3ph1", "g2mb2ic8ih13oc8oh7kh3sh2ph1", "--dtype", "fp16",
+                   "--out", str(out), "--backend", "torch", "--device", "cpu", "--seed", "4").returncode == 0
+    again = run_cli("rerun", str(out), "--index", "1")
+    assert again.returncode == 0 and "reproduced exactly" in again.stderr
+    by_name = run_cli("rerun", str(out), "--name", "g2mb2ic8", "--json")
+    assert by_name.returncode == 0 and json.loads(by_name.stdout)["dtype"] == "fp16"
+    assert run_cli("rerun", str(out), "--index", "9").returncode == 2
+
+
+def test_diff_reports_flips_moves_and_missing(tmp_path):
+    out = tmp_path / "a.jsonl"
+    assert run_cli("sweep", "--random", "6", "--seed", "2", "--out", str(out), "--backend", "torch", "--device", "cpu",
+                   "--quiet").returncode == 0
+    a = lines(out)
+    b = [dict(r) for r in a[1:]]  # one problem only in A
+    b[0]["status"] = "failed"  # a flip
+    b[1]["bound_ratio"] = max(b[1]["bound_ratio"], 1e-3) * 100  # moved 100x
+    b[1]["versions"] = dict(b[1]["versions"], torch="9.9.9")
+    extra = dict(a[0], problem="mb1ic1iw5oc1ow5kw1", key=None)
+    b.append(extra)  # one only in B
+    pb = tmp_path / "b.jsonl"
+    pb.write_text("".join(json.dumps(r) + "\n" for r in b))
+    done = run_cli("diff", str(out), str(pb))
+    assert done.returncode == 1
+    assert "status flips: 1" in done.stdout and "passed -> failed" in done.stdout
+    assert "moved by more than 10x: 1" in done.stdout
+    assert "1 only in A, 1 only in B" in done.stdout
+    as_json = json.loads(run_cli("diff", str(out), str(out), "--json").stdout)
+    assert as_json["flips"] == [] and as_json["common"] == 6
+
+
+def test_bad_sweep_inputs_exit_2(tmp_path):
+    assert run_cli("sweep", "--batch", str(tmp_path / "nope"), "--out", str(tmp_path / "o")).returncode == 2
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("not json\n")
+    bad = run_cli("diff", str(junk), str(junk))
+    assert bad.returncode == 2 and "not a JSON record" in bad.stderr
+    assert run_cli("sweep", "--out", str(tmp_path / "o")).returncode == 2
