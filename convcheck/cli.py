@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--factor", type=float, default=10.0, help="report error/bound ratios that moved by more than this")
     d.add_argument("--json", action="store_true")
 
+    rp = sub.add_parser("report", help="one self-contained HTML page for a sweep file")
+    rp.add_argument("file", help="a sweep's JSON-lines file")
+    rp.add_argument("--html", required=True, metavar="OUT", help="the page to write")
+    rp.add_argument("--pictures", type=int, default=5, help="how many failed/worst cases to re-run and draw")
+
     e = sub.add_parser("env", help="every version that matters to a result")
     e.add_argument("--json", action="store_true")
 
@@ -289,7 +294,18 @@ def cmd_diff(args) -> int:
     return d.exit_code
 
 
-COMMANDS = {"sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+def cmd_report(args) -> int:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'") from None
+    from .report import write_report
+
+    print(f"report written to {write_report(args.file, args.html, pictures=args.pictures)}")
+    return 0
+
+
+COMMANDS = {"report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def main(argv=None) -> int:

@@ -100,25 +100,21 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(flat), tuple(shape))) if len(shape) else ()
 
 
-def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
-    """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
-
-    ``abs_conv`` is conv(|x|, |w|) (any library), needed by bounds whose
-    ``needs_abs_conv`` is true; it is moved to the comparison's device."""
+def _aligned(ours: Any, ref: Any):
     import torch
 
     a, b = to_torch(ours), to_torch(ref)
     if a.device != b.device:
         target = a.device if a.device.type != "cpu" else b.device
         a, b = a.to(target), b.to(target)
-    device = str(a.device)
-    if tuple(a.shape) != tuple(b.shape):
-        return Comparison(
-            passed=False, total=int(b.numel()), outside=int(b.numel()), max_abs_diff=float("inf"),
-            worst_index=(), max_ratio=float("inf"), rtol=None, atol=None, ref_abs_max=float("nan"),
-            bound=bound.name, derivation=bound.derivation(), device=device,
-            shape_error=f"shape mismatch: ours {tuple(a.shape)}, reference {tuple(b.shape)}",
-        )
+    return a, b
+
+
+def _elementwise(a, b, bound, abs_conv):
+    """The per-element core both the verdict and the error map use:
+    (a64, b64, allowed, same, effective |diff|, ref_abs_max, bound summary)."""
+    import torch
+
     a64, b64 = a.to(torch.float64), b.to(torch.float64)
     ref_abs = b64.abs()
     finite_ref = torch.isfinite(b64)
@@ -131,20 +127,50 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
         a_conv = to_torch(abs_conv).to(device=b64.device, dtype=torch.float64)
     # Where the reference is NaN or infinite only an identical answer passes.
     allowed = torch.where(finite_ref, bound.allowed(ref_abs, ref_abs_max, a_conv), torch.zeros_like(ref_abs))
-
     diff = (a64 - b64).abs()
     same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
     inside = ((diff <= allowed) & finite_ref) | same
-    bad = ~inside
-    outside = int(bad.sum())
-
     # NaN differences count as infinitely large so the worst element is reported.
     effective = torch.where(same, torch.zeros_like(diff), torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")))
+    return a64, b64, allowed, inside, effective, ref_abs_max, summary
+
+
+def _ratio(effective, allowed):
+    import torch
+
+    return torch.where(allowed > 0, effective / allowed,
+                       torch.where(effective > 0, torch.full_like(effective, float("inf")), torch.zeros_like(effective)))
+
+
+def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndarray:
+    """|ours - ref| / allowed for every element, on the host (for pictures of where errors sit)."""
+    a, b = _aligned(ours, ref)
+    _, _, allowed, _, effective, _, _ = _elementwise(a, b, bound, abs_conv)
+    return _ratio(effective, allowed).cpu().numpy()
+
+
+def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
+    """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
+
+    ``abs_conv`` is conv(|x|, |w|) (any library), needed by bounds whose
+    ``needs_abs_conv`` is true; it is moved to the comparison's device."""
+    import torch
+
+    a, b = _aligned(ours, ref)
+    device = str(a.device)
+    if tuple(a.shape) != tuple(b.shape):
+        return Comparison(
+            passed=False, total=int(b.numel()), outside=int(b.numel()), max_abs_diff=float("inf"),
+            worst_index=(), max_ratio=float("inf"), rtol=None, atol=None, ref_abs_max=float("nan"),
+            bound=bound.name, derivation=bound.derivation(), device=device,
+            shape_error=f"shape mismatch: ours {tuple(a.shape)}, reference {tuple(b.shape)}",
+        )
+    a64, b64, allowed, inside, effective, ref_abs_max, summary = _elementwise(a, b, bound, abs_conv)
+    bad = ~inside
+    outside = int(bad.sum())
     flat_worst = int(torch.argmax(effective.reshape(-1))) if effective.numel() else 0
     max_abs_diff = float(effective.reshape(-1)[flat_worst]) if effective.numel() else 0.0
-    ratio = torch.where(
-        allowed > 0, effective / allowed, torch.where(effective > 0, torch.full_like(effective, float("inf")), torch.zeros_like(effective))
-    )
+    ratio = _ratio(effective, allowed)
     max_ratio = float(ratio.max()) if ratio.numel() else 0.0
 
     mismatches: list[Mismatch] = []

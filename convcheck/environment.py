@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from importlib import metadata
 
@@ -41,19 +42,24 @@ def installed_distributions() -> dict:
     return found
 
 
+_LIBCUDNN_CACHE: dict = {}
+
+
 def loaded_libcudnn() -> list[str]:
-    """Paths of the main libcudnn shared objects mapped into this process (Linux)."""
-    paths = []
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as f:
-            for line in f:
-                path = line.split()[-1] if len(line.split()) >= 6 else ""
-                base = os.path.basename(path)
-                if base.startswith("libcudnn.so") and path not in paths:
-                    paths.append(path)
-    except OSError:
-        pass
-    return paths
+    """Paths of the main libcudnn shared objects mapped into this process (Linux).
+
+    A libcudnn is mapped when the frontend (``import cudnn``) or torch loads one, so
+    the answer is cached per (frontend imported, torch imported); every check's record
+    asks, and reading /proc/self/maps each time was a measurable share of a sweep."""
+    key = ("cudnn" in sys.modules, "torch" in sys.modules)
+    if key not in _LIBCUDNN_CACHE:
+        try:
+            with open("/proc/self/maps", encoding="utf-8") as f:
+                found = re.findall(r"(/\S*/libcudnn\.so[^\s/]*)$", f.read(), flags=re.MULTILINE)
+        except OSError:
+            found = []
+        _LIBCUDNN_CACHE[key] = list(dict.fromkeys(found))
+    return list(_LIBCUDNN_CACHE[key])
 
 
 def _frontend() -> dict:

@@ -1,0 +1,161 @@
+"""One self-contained HTML page for a sweep: summary, sortable table, pictures of the errors.
+
+The records hold numbers, not arrays. For the failed and the worst cases the
+report re-runs the recorded problem (same seed, backend, reference, bound and
+planted bug, so the same answer) to get error/bound for every element, and draws
+where it sits (a heat map over output channels x positions, the batch folded by
+max) and how it is distributed (a histogram of log10(error/bound); the bound is
+at 0). A case that cannot be re-run here (a cuDNN record on a machine without a
+GPU) says so instead of a picture. Pictures are PNGs inside the page (data URIs):
+one file, nothing else to copy.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .bound import make_bound
+from .check import abs_conv, run_check
+from .compare import error_ratio_map
+from .sweep import problem_from_record, read_records
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
+th{background:#eee;cursor:pointer;user-select:none}
+tr.failed,tr.error{background:#fdd}tr.mistrusted{background:#ffd}tr.unsupported{background:#eef}
+.counts span{margin-right:1.2em}.case{margin:1.5em 0;padding-top:.5em;border-top:1px solid #ccc}
+img{max-width:48%;vertical-align:top;margin-right:1%}
+"""
+
+_JS = """
+function sortTable(col){
+  const t=document.getElementById('records'), rows=Array.from(t.tBodies[0].rows);
+  const asc = t.dataset.col==col ? t.dataset.dir!='asc' : true;
+  rows.sort((a,b)=>{
+    const x=a.cells[col].dataset.v ?? a.cells[col].textContent, y=b.cells[col].dataset.v ?? b.cells[col].textContent;
+    const nx=parseFloat(x), ny=parseFloat(y);
+    const c = (!isNaN(nx)&&!isNaN(ny)) ? nx-ny : x.localeCompare(y);
+    return asc ? c : -c;});
+  rows.forEach(r=>t.tBodies[0].appendChild(r));
+  t.dataset.col=col; t.dataset.dir=asc?'asc':'desc';
+}
+// report.html#sort=11 opens sorted by column 11 (links, and tests in a headless browser)
+document.addEventListener('DOMContentLoaded',()=>{
+  const m=location.hash.match(/^#sort=(\d+)(-desc)?$/);
+  if(m){sortTable(+m[1]); if(m[2]) sortTable(+m[1]);}
+});
+"""
+
+COLUMNS = ("#", "status", "problem", "dtype", "layout", "direction", "fuse", "bound", "backend", "reference",
+           "max|diff|", "err/bound", "outside", "time s", "message")
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def error_pictures(rec: dict) -> tuple[list[str], str]:
+    """(PNG data URIs, remark) for one record, by re-running it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    problem = problem_from_record(rec)
+    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
+    result = run_check(problem, backend=rec["backend"], reference=rec["reference"], device=device,
+                       seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"), keep_outputs=True)
+    if result.outputs is None:
+        return [], f"re-run gave {result.status}: {result.message}"
+    ours, ref, inputs = result.outputs
+    bound = make_bound(rec.get("bound") or "elementwise", problem, (result.plan.backend, result.plan.reference))
+    a = abs_conv(problem, inputs, "cpu" if result.plan.reference_device == "cpu" else "cuda") if bound.needs_abs_conv else None
+    ratio = error_ratio_map(ours, ref, bound, a)
+    folded = ratio.max(axis=0) if ratio.ndim > 1 else ratio[None]  # fold the batch (or K for wgrad) by max
+    grid = folded.reshape(folded.shape[0], -1)
+    shown = np.log10(np.clip(np.nan_to_num(grid, posinf=1e6), 1e-6, None))
+    pictures = []
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    im = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap="magma", vmin=min(-3.0, float(shown.min())),
+                   vmax=max(0.5, float(shown.max())))
+    ax.set_xlabel("output position (flattened spatial)")
+    ax.set_ylabel({"fprop": "output channel", "dgrad": "input channel", "wgrad": "input channel / group"}[problem.direction])
+    ax.set_title("log10(error / bound), max over the batch", fontsize=10)
+    fig.colorbar(im, ax=ax)
+    pictures.append(_png(fig))
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    values = np.log10(np.clip(np.nan_to_num(ratio.ravel(), posinf=1e6), 1e-12, None))
+    ax.hist(values, bins=60, color="#446")
+    ax.axvline(0.0, color="red", linestyle="--", label="bound")
+    ax.set_xlabel("log10(error / bound) per element")
+    ax.set_ylabel("elements")
+    ax.legend()
+    pictures.append(_png(fig))
+    plt.close(fig)
+    return pictures, f"re-run: {result.status}, err/bound {result.comparison.max_ratio:.3g}"
+
+
+def _cell(value, numeric: bool = False) -> str:
+    if value is None:
+        return "<td data-v=''>-</td>"
+    if numeric:
+        return f"<td data-v='{float(value)!r}'>{float(value):.3g}</td>"
+    return f"<td>{html.escape(str(value))}</td>"
+
+
+def write_report(records_path, out_path, pictures: int = 5, title: str | None = None) -> Path:
+    records = read_records(records_path)
+    counts: dict = {}
+    for r in records:
+        counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
+    rows = []
+    for i, r in enumerate(records):
+        outside = f"{r.get('outside')}/{r.get('total')}" if r.get("total") is not None else None
+        rows.append(
+            f"<tr class='{html.escape(str(r.get('status')))}'><td data-v='{i}'>{i}</td>" + "".join([
+                _cell(r.get("status")), _cell(r.get("problem")), _cell(r.get("dtype")), _cell(r.get("layout")),
+                _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
+                _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
+                _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
+                _cell((r.get("message") or "")[:160] or None)]) + "</tr>")
+    order = {"failed": 0, "error": 1, "mistrusted": 2}
+    ranked = sorted(range(len(records)), key=lambda i: (order.get(records[i].get("status"), 3), -(records[i].get("bound_ratio") or 0.0)))
+    cases = []
+    for i in [i for i in ranked if records[i].get("status") in ("failed", "mistrusted", "passed")][:pictures]:
+        r = records[i]
+        try:
+            pngs, remark = error_pictures(r)
+        except Exception as e:  # a record that cannot be re-run here (e.g. cuDNN without a GPU)
+            pngs, remark = [], f"no picture: {type(e).__name__}: {e}"
+        imgs = "".join(f"<img alt='error picture' src='{p}'>" for p in pngs)
+        cases.append(f"<div class='case' id='case{i}'><h3>#{i} {html.escape(str(r.get('status')))}: "
+                     f"{html.escape(str(r.get('problem')))} {html.escape(str(r.get('dtype')))}</h3>"
+                     f"<p>{html.escape(remark)}</p>{imgs}</div>")
+    versions = next((r.get("versions") for r in records if r.get("versions")), {})
+    title = title or f"convcheck report: {Path(records_path).name}"
+    page = f"""<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>
+<style>{_CSS}</style><script>{_JS}</script></head><body>
+<h1>{html.escape(title)}</h1>
+<p class='counts'>{''.join(f"<span>{html.escape(str(k))}: <b>{v}</b></span>" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))}
+<span>records: <b>{len(records)}</b></span></p>
+<p>versions: {html.escape(json.dumps({k: versions.get(k) for k in ('convcheck', 'torch', 'cudnn (torch)', 'cudnn_frontend', 'cudnn_backend (frontend)', 'gpu') if k in versions}))}</p>
+<h2>Every problem</h2><p>Click a column to sort.</p>
+<table id='records'><thead><tr>{''.join(f"<th onclick='sortTable({j})'>{html.escape(c)}</th>" for j, c in enumerate(COLUMNS))}</tr></thead>
+<tbody>{''.join(rows)}</tbody></table>
+<h2>Failed and worst cases: where the error sits</h2>{''.join(cases) or '<p>none</p>'}
+</body></html>"""
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out

@@ -1,0 +1,62 @@
+"""The HTML report, checked in a real headless Chromium (Debian's package)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from .conftest import run_cli
+
+pytest.importorskip("matplotlib", reason="the report needs matplotlib (pip install 'convcheck[report]')")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    out = d / "sweep.jsonl"
+    assert run_cli("sweep", "--random", "8", "--seed", "5", "--out", str(out), "--backend", "torch", "--device", "cpu",
+                   "--quiet").returncode == 0
+    planted = run_cli("check", "g2mb2ic8ih13oc8oh7kh3sh2ph1", "--plant", "padding", "--json", "--backend", "torch", "--device", "cpu")
+    assert planted.returncode == 1
+    with open(out, "a", encoding="utf-8") as f:
+        f.write(planted.stdout)
+    page = d / "report.html"
+    done = run_cli("report", str(out), "--html", str(page), "--pictures", "3")
+    assert done.returncode == 0, done.stderr
+    return d, page
+
+
+def test_page_is_self_contained_with_pictures(report):
+    _, page = report
+    text = page.read_text()
+    assert text.count("<tr class=") == 9
+    assert len(re.findall(r"src='data:image/png;base64,", text)) == 6  # 3 cases x (map + histogram)
+    assert "http://" not in text and "https://" not in text  # nothing to fetch
+    assert "#8 failed" in text  # the planted failure is drawn first
+
+
+def _chromium(*args, timeout=90):
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it")
+    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_rendered_in_headless_chromium_and_sorted_by_its_script(report, tmp_path):
+    d, page = report
+    dom = _chromium(f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", f"file://{page}#sort=11-desc").stdout
+    body = dom.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    rows = re.findall(r"<tr class=\"(\w+)\">(.*?)</tr>", body)
+    assert len(rows) == 9
+    ratios = [float(re.findall(r"<td(?: data-v=\"([^\"]*)\")?>", cells)[11]) for _, cells in rows]
+    assert ratios == sorted(ratios, reverse=True)  # the page's script sorted by err/bound, largest first
+    assert rows[0][0] == "failed"  # so the planted bug leads
+    assert "Failed and worst cases" in dom
+    shot = tmp_path / "shot.png"
+    _chromium(f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1200,1600", f"--screenshot={shot}", f"file://{page}")
+    assert shot.exists() and shot.stat().st_size > 20_000
