@@ -123,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--factor", type=float, default=10.0, help="report error/bound ratios that moved by more than this")
     d.add_argument("--json", action="store_true")
 
+    m = sub.add_parser("matrix", help="the same sweep under several versions (one environment each), then the diff",
+                       epilog="example: convcheck matrix --cudnn 9.19.0.56 --cudnn 9.28.0.42 -- --batch shapes_resnet_50 --mb 8")
+    m.add_argument("--cudnn", action="append", default=[], metavar="VERSION", help="an nvidia-cudnn-cu12/cu13 version")
+    m.add_argument("--install", action="append", default=[], metavar="PKG==V", help="any pinned package")
+    m.add_argument("--workdir", default="convcheck-matrix", help="where the environments and sweep files go")
+    m.add_argument("--factor", type=float, default=10.0)
+    m.add_argument("sweep_args", nargs=argparse.REMAINDER, help="-- then the options of convcheck sweep")
+
     rp = sub.add_parser("report", help="one self-contained HTML page for a sweep file")
     rp.add_argument("file", help="a sweep's JSON-lines file")
     rp.add_argument("--html", required=True, metavar="OUT", help="the page to write")
@@ -294,6 +302,26 @@ def cmd_diff(args) -> int:
     return d.exit_code
 
 
+def cmd_matrix(args) -> int:
+    from pathlib import Path
+
+    from .diff import diff_records, format_diff
+    from .matrix import cudnn_requirement, run_matrix
+    from .sweep import read_records
+
+    sweep_args = args.sweep_args[1:] if args.sweep_args[:1] == ["--"] else args.sweep_args
+    requirements = [cudnn_requirement(v) for v in args.cudnn] + list(args.install)
+    entries = run_matrix(requirements, sweep_args, Path(args.workdir), log=lambda s: print(s, file=sys.stderr))
+    worst = 0
+    base = entries[0]
+    for other in entries[1:]:
+        d = diff_records(read_records(base.out), read_records(other.out), args.factor)
+        print(format_diff(d, f"{base.out} ({base.requirement})", f"{other.out} ({other.requirement})", args.factor))
+        print()
+        worst = max(worst, d.exit_code)
+    return worst
+
+
 def cmd_report(args) -> int:
     try:
         import matplotlib  # noqa: F401
@@ -305,7 +333,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+COMMANDS = {"matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,34 @@
+"""matrix: one environment per version, a sweep in each, then the diff. Tested for real with
+two numpy versions (cuDNN wheels are too large for CI; the same code installs those)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from convcheck.errors import BadInput
+from convcheck.matrix import cudnn_requirement, run_matrix, slug
+
+from .conftest import run_cli
+
+
+def test_two_versions_two_environments_and_the_diff(tmp_path):
+    done = run_cli("matrix", "--install", "numpy==2.3.5", "--install", "numpy==2.4.6", "--workdir", str(tmp_path),
+                   "--", "--random", "3", "--seed", "4", "--backend", "torch", "--device", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    a = [json.loads(x) for x in (tmp_path / "sweep-numpy_2.3.5.jsonl").read_text().splitlines()]
+    b = [json.loads(x) for x in (tmp_path / "sweep-numpy_2.4.6.jsonl").read_text().splitlines()]
+    assert len(a) == len(b) == 3
+    assert {r["versions"]["numpy"] for r in a} == {"2.3.5"} and {r["versions"]["numpy"] for r in b} == {"2.4.6"}
+    assert "numpy                     2.3.5 / 2.4.6   <- differs" in done.stdout
+    assert "3 problems in both" in done.stdout and "status flips: 0" in done.stdout
+
+
+def test_matrix_input_errors():
+    with pytest.raises(BadInput, match="at least two versions"):
+        run_matrix(["numpy==2.4.6"], [], None)
+    with pytest.raises(BadInput, match="chooses each sweep's --out"):
+        run_matrix(["a==1", "a==2"], ["--out", "x"], None)
+    assert cudnn_requirement("9.19.0.56").startswith("nvidia-cudnn-cu1") and cudnn_requirement("9.19.0.56").endswith("==9.19.0.56")
+    assert slug("nvidia-cudnn-cu12==9.19.0.56") == "nvidia-cudnn-cu12_9.19.0.56"
