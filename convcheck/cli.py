@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--resume", action="store_true", help="skip problems already in --out")
     w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
     w.add_argument("--quiet", action="store_true", help="no progress output")
+    w.add_argument("--jobs", type=int, default=1, help="local worker processes (a crash in one costs only its problems)")
+    w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
+    w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
 
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     r.add_argument("file", help="a sweep's JSON-lines file")
@@ -258,7 +261,7 @@ def cmd_sweep(args) -> int:
     from pathlib import Path
 
     from .problem import layout_from_name
-    from .sweep import SweepOptions, collect, format_summary, read_records, run_sweep, write_junit
+    from .sweep import SweepOptions, collect, format_summary, make_executor, read_records, run_sweep, write_junit
 
     if args.mb is not None and args.mb <= 0:
         raise BadInput(f"--mb must be positive, got {args.mb}")
@@ -269,8 +272,11 @@ def cmd_sweep(args) -> int:
     if not items:
         raise BadInput("no problems: give descriptors, --batch FILE or --random N")
     out = Path(args.out)
+    if args.jobs < 1:
+        raise BadInput(f"--jobs must be at least 1, got {args.jobs}")
+    executor = make_executor(args.jobs, args.gpus, args.ray)
     summary = run_sweep(items, SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed), out,
-                        resume=args.resume, quiet=args.quiet)
+                        resume=args.resume, quiet=args.quiet, executor=executor)
     print(format_summary(summary, out))
     if args.junit:
         print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
@@ -324,7 +330,7 @@ def cmd_matrix(args) -> int:
 
 def cmd_report(args) -> int:
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (only to fail early with an install hint)
     except ImportError:
         raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'") from None
     from .report import write_report

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .check import resolve, run_check
 from .errors import BackendUnavailable, BadInput, ConvCheckError
-from .problem import ConvProblem, layout_from_name, parse_descriptor, read_batch_file
+from .problem import ConvProblem, layout_from_name, parse_descriptor
 
 STATUSES = ("passed", "failed", "mistrusted", "unsupported", "error", "skipped")
 
@@ -201,6 +201,7 @@ class Progress:
 
 
 def _error_record(item: Item, options: SweepOptions, plan, message: str, status: str = "error") -> dict:
+    """A record for a problem that produced no check result (``plan`` names backend/reference)."""
     p = item.problem
     return {
         "status": status, "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
@@ -208,11 +209,172 @@ def _error_record(item: Item, options: SweepOptions, plan, message: str, status:
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
         "bound": options.bound, "seed": options.seed, "backend": plan.backend, "reference": plan.reference,
         "planted_bug": None, "message": message, "max_abs_diff": None, "bound_ratio": None, "time_s": 0.0,
-    }
+        "source": item.source, "key": None,
+    } | {"key": record_key({"problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
+                           "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
+                           "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
+                           "bound": options.bound, "seed": options.seed, "backend": plan.backend,
+                           "reference": plan.reference, "planted_bug": None})}
+
+
+def check_one(item: Item, options: SweepOptions) -> dict:
+    """One problem to one record, in whatever process runs it (picklable in and out).
+
+    ``options`` carries the resolved backend, reference and bound. Only an
+    unavailable backend escapes (it would fail every problem the same way)."""
+    if item.problem is None:
+        rec = _error_record(item, options, options, item.error)
+    else:
+        try:
+            result = run_check(item.problem, backend=options.backend, reference=options.reference,
+                               device=options.device, seed=options.seed, bound=options.bound)
+            rec = result.record()
+        except BackendUnavailable:
+            raise
+        except ConvCheckError as e:
+            rec = _error_record(item, options, options, str(e))
+        except Exception as e:  # never let one problem stop the sweep
+            rec = _error_record(item, options, options, f"{type(e).__name__}: {e}")
+    rec["source"] = item.source
+    rec["key"] = record_key(rec)
+    return rec
+
+
+class InlineExecutor:
+    name = "inline"
+
+    def results(self, todo, options, stop):
+        for i, item in todo:
+            if stop.signum is not None:
+                return
+            yield i, check_one(item, options)
+
+
+def _init_worker(devices) -> None:
+    """Pool worker: leave Ctrl-C to the parent, and take one GPU if GPUs are being shared out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(devices.get())
+
+
+class PoolExecutor:
+    """Local worker processes (spawned, so each imports CUDA libraries afresh). With
+    ``gpus``, each worker sees exactly one GPU (CUDA_VISIBLE_DEVICES). A worker that dies
+    (a segfault in a library) costs the problems in flight an error record; a new pool
+    takes the rest."""
+
+    name = "pool"
+
+    def __init__(self, jobs: int, gpus: list[int] | None = None):
+        self.jobs, self.gpus = jobs, gpus
+
+    def _pool(self):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = mp.get_context("spawn")
+        devices = None
+        if self.gpus is not None:
+            devices = ctx.Manager().Queue()
+            for g in self.gpus:
+                devices.put(g)
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx, initializer=_init_worker, initargs=(devices,))
+
+    def results(self, todo, options, stop):
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
+        queue = list(todo)
+        pool = self._pool()
+        running = {}
+        try:
+            while queue or running:
+                while queue and len(running) < 2 * self.jobs and stop.signum is None:
+                    i, item = queue.pop(0)
+                    running[pool.submit(check_one, item, options)] = (i, item)
+                if not running:
+                    return
+                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                broken = False
+                for fut in done:
+                    i, item = running.pop(fut)
+                    try:
+                        yield i, fut.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        yield i, _error_record(item, options, options, "the worker process died (a crash in a library) while this problem ran")
+                if broken:
+                    for fut, (i, item) in list(running.items()):
+                        yield i, _error_record(item, options, options, "the worker process died while this problem was in flight")
+                    running.clear()
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    pool = self._pool()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayExecutor:
+    """Ray tasks, one per problem (``num_gpus=1`` each when cuDNN is checked), on a local
+    Ray instance or the cluster at ``address``; records come back to this process."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None):
+        self.address = address
+
+    def results(self, todo, options, stop):
+        try:
+            import ray
+        except ImportError:
+            raise BackendUnavailable("ray", "Ray is not installed (pip install 'convcheck[ray]')") from None
+        repo = str(Path(__file__).resolve().parent.parent)
+        if not ray.is_initialized():
+            ray.init(address=self.address or None, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}})
+        task = ray.remote(check_one).options(num_gpus=1 if options.backend == "cudnn" else 0, max_retries=0)
+        queue = list(todo)
+        running = {}
+        limit = max(2, int(ray.available_resources().get("CPU", 2)) * 2)
+        while queue or running:
+            while queue and len(running) < limit and stop.signum is None:
+                i, item = queue.pop(0)
+                running[task.remote(item, options)] = (i, item)
+            if not running:
+                return
+            done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+            for ref in done:
+                i, item = running.pop(ref)
+                try:
+                    yield i, ray.get(ref)
+                except Exception as e:  # a task that died: a record, not the end of the sweep
+                    yield i, _error_record(item, options, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")
+
+
+def make_executor(jobs: int = 1, gpus=None, ray_address=None):
+    """inline by default; ``--jobs N`` / ``--gpus all|0,1`` a local pool; ``--ray [ADDRESS]`` Ray."""
+    if ray_address is not None:
+        return RayExecutor(ray_address or None)
+    if gpus is not None:
+        ids = visible_gpus() if gpus == "all" else [int(g) for g in str(gpus).split(",") if g.strip()]
+        if not ids:
+            raise BackendUnavailable("gpus", "no CUDA GPU is visible to spread the sweep over")
+        return PoolExecutor(len(ids), ids)
+    if jobs > 1:
+        return PoolExecutor(jobs)
+    return InlineExecutor()
+
+
+def visible_gpus() -> list[int]:
+    try:
+        import torch
+
+        return list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    except ImportError:
+        return []
 
 
 def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
-              on_record=None) -> SweepSummary:
+              on_record=None, executor=None) -> SweepSummary:
     """Check every item, appending each record to ``out`` as soon as it exists."""
     from .check import DEFAULT_BOUND
 
@@ -221,6 +383,13 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed)
     skip = done_keys(out) if resume else set()
     summary = SweepSummary()
+    todo = []
+    for i, item in enumerate(items, 1):
+        if item.problem is not None and _key_for(item.problem, plan, options, bound) in skip:
+            summary.counts["skipped"] += 1
+        else:
+            todo.append((i, item))
+    executor = executor or InlineExecutor()
     stop = _Stop()
     restore = stop.install()
     progress = Progress(len(items), quiet)
@@ -228,27 +397,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(out, "a", encoding="utf-8") as f:
-            for i, item in enumerate(items, 1):
-                if stop.signum is not None:
-                    break
-                if item.problem is not None and _key_for(item.problem, plan, options, bound) in skip:
-                    summary.counts["skipped"] += 1
-                    continue
-                if item.problem is None:
-                    rec = _error_record(item, options, plan, item.error)
-                else:
-                    try:
-                        result = run_check(item.problem, backend=plan.backend, reference=plan.reference,
-                                           device=options.device, seed=options.seed, bound=bound)
-                        rec = result.record()
-                    except BackendUnavailable:
-                        raise
-                    except ConvCheckError as e:
-                        rec = _error_record(item, options, plan, str(e))
-                    except Exception as e:  # never let one problem stop the sweep
-                        rec = _error_record(item, options, plan, f"{type(e).__name__}: {e}")
-                rec["source"] = item.source
-                rec["key"] = record_key(rec)
+            for i, rec in executor.results(todo, options, stop):
                 line = json.dumps(rec, sort_keys=True, default=str) + "\n"
                 stop.writing = True
                 f.write(line)

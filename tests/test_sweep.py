@@ -124,3 +124,47 @@ def test_bad_sweep_inputs_exit_2(tmp_path):
     bad = run_cli("diff", str(junk), str(junk))
     assert bad.returncode == 2 and "not a JSON record" in bad.stderr
     assert run_cli("sweep", "--out", str(tmp_path / "o")).returncode == 2
+
+
+def _records_by_key(path):
+    return {r["key"]: r for r in lines(path)}
+
+
+@pytest.mark.parametrize("how", [["--jobs", "2"], ["--ray"]], ids=["pool", "ray"])
+def test_parallel_sweeps_write_the_same_records(tmp_path, how):
+    if how == ["--ray"]:
+        pytest.importorskip("ray", reason="Ray is not installed (pip install 'convcheck[ray]')")
+    common = ["--random", "8", "--seed", "6", "--backend", "torch", "--device", "cpu", "--quiet"]
+    assert run_cli("sweep", *common, "--out", str(tmp_path / "inline.jsonl")).returncode == 0
+    done = run_cli("sweep", *common, *how, "--out", str(tmp_path / "par.jsonl"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    a, b = _records_by_key(tmp_path / "inline.jsonl"), _records_by_key(tmp_path / "par.jsonl")
+    assert a.keys() == b.keys() and len(a) == 8
+    for k in a:
+        assert a[k]["status"] == b[k]["status"] and a[k]["max_abs_diff"] == b[k]["max_abs_diff"]
+
+
+def test_a_killed_worker_costs_only_its_problems(tmp_path):
+    out = tmp_path / "s.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "convcheck", "sweep", "--random", "60", "--seed", "8", "--jobs", "2",
+                             "--out", str(out), "--backend", "torch", "--device", "cpu", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    workers = []
+    for child in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split():
+        cmdline = open(f"/proc/{child}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        if "spawn_main" in cmdline and "resource_tracker" not in cmdline and "Manager" not in cmdline:
+            workers.append(int(child))
+    assert workers, "no worker process found"
+    os.kill(workers[0], signal.SIGKILL)  # a crash, from outside
+    stdout, stderr = proc.communicate(timeout=300)
+    recs = lines(out)
+    assert len(recs) == len({r["key"] for r in recs}) == 60, stderr
+    died = [r for r in recs if r["status"] == "error" and "worker process died" in r["message"]]
+    assert 1 <= len(died) <= 4
+    others = [r for r in recs if r["status"] == "error" and r not in died]
+    assert not others, others[:2]  # nothing else broke; the rest are ordinary verdicts
+    assert proc.returncode in (1, 4)  # 4: error records; 1 if a random problem also hit a real mismatch
