@@ -74,7 +74,9 @@ def prepare_env(requirement: str, workdir: Path, log=print) -> Path:
         Path(own, "zz_convcheck_base.pth").write_text("\n".join(base) + "\n", encoding="utf-8")
     log(f"matrix: installing {requirement} into {env}")
     deps = [] if requirement.startswith("nvidia-cudnn-") else ["--no-deps"]
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *deps, "--disable-pip-version-check", requirement],
+    # --ignore-installed: the base copy is visible through the .pth file, and pip would call
+    # the pin "already satisfied" without putting it where it shadows the base one.
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--ignore-installed", *deps, "--disable-pip-version-check", requirement],
                           capture_output=True, text=True)
     if done.returncode:
         raise BackendUnavailable("matrix", f"could not install {requirement}: {done.stderr.strip()[-400:]}")
