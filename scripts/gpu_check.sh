@@ -29,6 +29,14 @@ echo "== GPU tests"
 timeout 240 "$py" -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$logs/pytest_gpu.txt" || status=1
 echo "== GPU check table"
 timeout 240 "$py" scripts/gpu_check.py --out "$logs" 2>&1 | tee "$logs/gpu_check.txt" || status=1
+echo "== GPU sweep (shapes_resnet_50, batch 8, fp32 and fp16)"
+for dt in fp32 fp16; do
+  timeout 150 "$py" -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype "$dt" \
+    --out "$logs/sweep.jsonl" --quiet 2>&1 | tee -a "$logs/sweep_summary.txt"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || status=1
+done
+timeout 120 "$py" -m convcheck report "$logs/sweep.jsonl" --html "$logs/sweep.html" --pictures 3 || status=1
 echo "== examples on the GPU"
 for f in examples/*.py; do
   timeout 60 "$py" "$f" > "$logs/example_$(basename "$f" .py).txt" 2>&1
