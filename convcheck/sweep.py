@@ -289,13 +289,17 @@ class PoolExecutor:
         running = {}
         try:
             while queue or running:
-                while queue and len(running) < 2 * self.jobs and stop.signum is None:
-                    i, item = queue.pop(0)
-                    running[pool.submit(check_one, item, options)] = (i, item)
-                if not running:
-                    return
-                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 broken = False
+                while queue and len(running) < 2 * self.jobs and stop.signum is None:
+                    try:
+                        fut = pool.submit(check_one, queue[0][1], options)
+                    except BrokenProcessPool:  # the pool noticed a dead worker before we did
+                        broken = True
+                        break
+                    running[fut] = queue.pop(0)
+                if not running and not broken:
+                    return
+                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED) if running else (set(), set())
                 for fut in done:
                     i, item = running.pop(fut)
                     try:
