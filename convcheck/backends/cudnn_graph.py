@@ -357,6 +357,7 @@ def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, rep
         pack = prep.pack
         first = None
         identical = True
+        events = []  # (start, end) per timed run; read after the one synchronisation below
         for i in range(warmup + runs):
             prep.output.array[...] = poison
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -369,14 +370,14 @@ def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, rep
                 return run
             end.record(prep.torch_stream)
             if i >= warmup:
-                run.times_ms.append((start, end))
+                events.append((start, end))
                 if repeat_check:
                     if first is None:
                         first = prep.output.array.copy()
                     elif not bitwise_equal(cupy, first, prep.output.array):
                         identical = False
         prep.torch_stream.synchronize()
-        run.times_ms = [float(s.elapsed_time(e)) for s, e in run.times_ms]
+        run.times_ms = [float(s.elapsed_time(e)) for s, e in events]
         if not bool(prep.output.intact_flag() & ws.intact_flag()):  # one synchronisation; offsets only if broken
             run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
         if repeat_check and runs > 1:
