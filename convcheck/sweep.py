@@ -237,6 +237,8 @@ def check_one(item: Item, options: SweepOptions) -> dict:
             rec = _error_record(item, options, options, f"{type(e).__name__}: {e}")
     rec["source"] = item.source
     rec["key"] = record_key(rec)
+    # which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves
+    rec["worker"] = {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     return rec
 
 

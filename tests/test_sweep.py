@@ -168,3 +168,21 @@ def test_a_killed_worker_costs_only_its_problems(tmp_path):
     others = [r for r in recs if r["status"] == "error" and r not in died]
     assert not others, others[:2]  # nothing else broke; the rest are ordinary verdicts
     assert proc.returncode in (1, 4)  # 4: error records; 1 if a random problem also hit a real mismatch
+
+
+def test_gpus_gives_each_worker_its_own_device(tmp_path):
+    """--gpus 0,1 on the CPU path: the same mechanism that pins one GPU per worker on a GPU machine
+    (CUDA_VISIBLE_DEVICES set before the worker imports any CUDA library)."""
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "--random", "16", "--seed", "2", "--gpus", "0,1", "--out", str(out),
+                   "--backend", "torch", "--device", "cpu", "--quiet")
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    recs = lines(out)
+    assert len(recs) == 16
+    by_pid = {}
+    for r in recs:
+        by_pid.setdefault(r["worker"]["pid"], set()).add(r["worker"]["cuda_visible_devices"])
+    assert all(len(devices) == 1 for devices in by_pid.values())  # a worker keeps its device
+    assert set().union(*by_pid.values()) <= {"0", "1"} and len(by_pid) <= 2
+    if len(by_pid) == 2:
+        assert set().union(*by_pid.values()) == {"0", "1"}  # two workers, two different devices
