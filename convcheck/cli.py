@@ -329,10 +329,10 @@ def cmd_matrix(args) -> int:
 
 
 def cmd_report(args) -> int:
-    try:
-        import matplotlib  # noqa: F401  (only to fail early with an install hint)
-    except ImportError:
-        raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'") from None
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'")
     from .report import write_report
 
     print(f"report written to {write_report(args.file, args.html, pictures=args.pictures)}")

@@ -101,8 +101,6 @@ def _unravel(flat: int, shape) -> tuple[int, ...]:
 
 
 def _aligned(ours: Any, ref: Any):
-    import torch
-
     a, b = to_torch(ours), to_torch(ref)
     if a.device != b.device:
         target = a.device if a.device.type != "cpu" else b.device

@@ -45,16 +45,6 @@ def get(name: str) -> DType:
     return DTYPES[name]
 
 
-def input_u(name: str) -> float:
-    """Roundoff of the values the multiplier reads (TF32 for tf32, else the storage type)."""
-    return DTYPES[name].u
-
-
-def storage_u(name: str) -> float:
-    """Roundoff of the stored inputs and output (tf32 tensors are float32)."""
-    return FP32.u if name == "tf32" else DTYPES[name].u
-
-
 def _round_mantissa(x: np.ndarray, drop_bits: int) -> np.ndarray:
     """Round float32 values to ``23 - drop_bits`` mantissa bits, nearest-even, staying float32."""
     a = np.ascontiguousarray(x, dtype=np.float32)

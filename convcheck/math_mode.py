@@ -40,30 +40,14 @@ def torch_tf32_state() -> dict:
     return state
 
 
-def torch_conv_is_ieee() -> bool:
-    import torch
-
-    conv = getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(conv, "fp32_precision"):
-        return conv.fp32_precision == "ieee"
-    return torch.backends.cudnn.allow_tf32 is False
-
-
-@contextmanager
-def torch_ieee_fp32():
-    """Inside: torch's cuDNN convolutions are IEEE fp32 and cudnn.benchmark is off."""
-    with torch_conv_math(tf32=False):
-        yield
-
-
 @contextmanager
 def torch_conv_math(tf32: bool):
     """Inside: torch's cuDNN fp32 convolutions use TF32 exactly when ``tf32`` is true;
     cudnn.benchmark is off. A check of "fp32" pins IEEE; a check of "tf32" asks for TF32.
 
-    With the new spelling, conv and RNN are both set to "ieee" (setting only conv
-    would make the legacy flag unreadable); the legacy ``allow_tf32 = False`` is
-    not used there because it sets them to "none" (inherit), not "ieee".
+    With the new spelling, conv and RNN are set together ("ieee" or "tf32"); the
+    legacy ``allow_tf32 = False`` is not used there because it sets them to "none"
+    (inherit), not "ieee".
     """
     import torch
 

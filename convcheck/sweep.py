@@ -53,12 +53,16 @@ def record_key(rec: dict) -> str:
         "problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug"))
 
 
-def _key_for(problem: ConvProblem, plan, options: SweepOptions, bound: str) -> str:
-    return record_key({
-        "problem": problem.descriptor(), "mode": problem.mode, "dtype": problem.dtype, "layout": problem.layout_name,
-        "direction": problem.direction, "fuse": list(problem.fuse), "bound": bound, "seed": options.seed,
-        "backend": plan.backend, "reference": plan.reference, "planted_bug": None,
-    })
+def _identity(item: "Item", options: SweepOptions) -> dict:
+    """The fields of a record that ``record_key`` reads, for an item checked with (resolved) ``options``."""
+    p = item.problem
+    return {
+        "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
+        "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
+        "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
+        "bound": options.bound, "seed": options.seed, "backend": options.backend, "reference": options.reference,
+        "planted_bug": None,
+    }
 
 
 def collect(batch_files=(), match: str | None = None, mb: int | None = None, descriptors=(), random_count: int = 0,
@@ -200,21 +204,12 @@ class Progress:
             self.bar.stop()
 
 
-def _error_record(item: Item, options: SweepOptions, plan, message: str, status: str = "error") -> dict:
-    """A record for a problem that produced no check result (``plan`` names backend/reference)."""
-    p = item.problem
-    return {
-        "status": status, "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
-        "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
-        "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
-        "bound": options.bound, "seed": options.seed, "backend": plan.backend, "reference": plan.reference,
-        "planted_bug": None, "message": message, "max_abs_diff": None, "bound_ratio": None, "time_s": 0.0,
-        "source": item.source, "key": None,
-    } | {"key": record_key({"problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
-                           "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
-                           "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
-                           "bound": options.bound, "seed": options.seed, "backend": plan.backend,
-                           "reference": plan.reference, "planted_bug": None})}
+def _error_record(item: Item, options: SweepOptions, message: str) -> dict:
+    """A record for a problem that produced no check result."""
+    rec = _identity(item, options) | {"status": "error", "message": message, "max_abs_diff": None,
+                                      "bound_ratio": None, "time_s": 0.0, "source": item.source}
+    rec["key"] = record_key(rec)
+    return rec
 
 
 def check_one(item: Item, options: SweepOptions) -> dict:
@@ -223,7 +218,7 @@ def check_one(item: Item, options: SweepOptions) -> dict:
     ``options`` carries the resolved backend, reference and bound. Only an
     unavailable backend escapes (it would fail every problem the same way)."""
     if item.problem is None:
-        rec = _error_record(item, options, options, item.error)
+        rec = _error_record(item, options, item.error)
     else:
         try:
             result = run_check(item.problem, backend=options.backend, reference=options.reference,
@@ -232,9 +227,9 @@ def check_one(item: Item, options: SweepOptions) -> dict:
         except BackendUnavailable:
             raise
         except ConvCheckError as e:
-            rec = _error_record(item, options, options, str(e))
+            rec = _error_record(item, options, str(e))
         except Exception as e:  # never let one problem stop the sweep
-            rec = _error_record(item, options, options, f"{type(e).__name__}: {e}")
+            rec = _error_record(item, options, f"{type(e).__name__}: {e}")
     rec["source"] = item.source
     rec["key"] = record_key(rec)
     # which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves
@@ -308,10 +303,10 @@ class PoolExecutor:
                         yield i, fut.result()
                     except BrokenProcessPool:
                         broken = True
-                        yield i, _error_record(item, options, options, "the worker process died (a crash in a library) while this problem ran")
+                        yield i, _error_record(item, options, "the worker process died (a crash in a library) while this problem ran")
                 if broken:
                     for fut, (i, item) in list(running.items()):
-                        yield i, _error_record(item, options, options, "the worker process died while this problem was in flight")
+                        yield i, _error_record(item, options, "the worker process died while this problem was in flight")
                     running.clear()
                     pool.shutdown(wait=False, cancel_futures=True)
                     pool = self._pool()
@@ -353,7 +348,7 @@ class RayExecutor:
                 try:
                     yield i, ray.get(ref)
                 except Exception as e:  # a task that died: a record, not the end of the sweep
-                    yield i, _error_record(item, options, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")
+                    yield i, _error_record(item, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")
 
 
 def make_executor(jobs: int = 1, gpus=None, ray_address=None):
@@ -391,7 +386,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     summary = SweepSummary()
     todo = []
     for i, item in enumerate(items, 1):
-        if item.problem is not None and _key_for(item.problem, plan, options, bound) in skip:
+        if item.problem is not None and record_key(_identity(item, options)) in skip:
             summary.counts["skipped"] += 1
         else:
             todo.append((i, item))

@@ -99,13 +99,6 @@ def set_stream(cudnn, handle, stream_ptr: int) -> None:
     cudnn.set_stream(handle, stream_ptr)
 
 
-def destroy_handle(cudnn, handle) -> None:
-    try:
-        cudnn.destroy_handle(handle)
-    except Exception:
-        pass
-
-
 def tf32_notes(cudnn) -> list:
     """Numerical notes of engines that down-convert fp32 inputs (TF32 on tensor cores)."""
     notes = cudnn.numerical_note
