@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from . import dtypes
 
@@ -68,8 +69,17 @@ class LessonBound:
     def atol(self, ref_abs_max: float) -> float:
         return self.rtol * ref_abs_max
 
+    structure = None
+
+    def terms(self) -> tuple[float, ...]:
+        return (self.rtol,)
+
+    @staticmethod
+    def apply(terms, structure, ref_abs, ref_abs_max, abs_conv):
+        return terms[0] * ref_abs_max + terms[0] * ref_abs
+
     def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
-        return self.atol(ref_abs_max) + self.rtol * ref_abs
+        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, abs_conv)
 
     def summary(self, ref_abs_max: float) -> dict:
         return {"rtol": self.rtol, "atol": self.atol(ref_abs_max)}
@@ -158,21 +168,39 @@ class ElementwiseBound:
     def activation(self) -> str | None:
         return next((op for op in self.fused if op != "bias"), None)
 
-    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+    @property
+    def structure(self) -> bool:
+        """Whether the fused-epilogue terms apply (the formula's shape; the numbers are ``terms``)."""
+        return bool(self.fused)
+
+    def terms(self) -> tuple[float, ...]:
+        """The bound's numbers, apart from its formula (``apply``), so a compiled comparison
+        can take them as a tensor and serve every problem with one kernel."""
+        c_a, c_y, eta = self._totals()
+        lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
+        u_acc = sum(s.u_acc for s in self.sides)
+        has_bias = "bias" in self.fused
+        u_inter = sum(s.u_inter for s in self.sides) * (1 + has_bias)
+        return (c_a, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, u_inter)
+
+    @staticmethod
+    def apply(terms, structure, ref_abs, ref_abs_max, abs_conv):
         """``abs_conv`` is conv(|x|,|w|) (+|bias| when a bias is fused): it bounds every
         partial sum and the activation's input. A fused bias adds one fp32 rounding of
-        that sum; the activation scales the error by at most L and adds its own."""
+        that sum (``bias_rounding``), an unfused epilogue stores its intermediates in the
+        tensor type (``stored``); the activation scales the error by at most its largest
+        slope and adds its own few ulps (``act``)."""
+        c_a, c_y, eta, lipschitz, act, bias_rounding, stored = (
+            terms[0], terms[1], terms[2], terms[3], terms[4], terms[5], terms[6])
+        acc = c_a * abs_conv
+        if structure:
+            acc = lipschitz * (acc + bias_rounding * abs_conv + stored * abs_conv) + act * ref_abs
+        return acc + c_y * (ref_abs + acc) + eta
+
+    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
         if abs_conv is None:
             raise ValueError("the elementwise bound needs conv(|x|, |w|)")
-        c_a, c_y, eta = self._totals()
-        acc = c_a * abs_conv
-        if self.fused:
-            lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
-            u_acc = sum(s.u_acc for s in self.sides)
-            bias_rounding = u_acc * abs_conv if "bias" in self.fused else 0.0
-            stored = sum(s.u_inter for s in self.sides) * (1 + ("bias" in self.fused)) * abs_conv
-            acc = lipschitz * (acc + bias_rounding + stored) + act_ulps * u_acc * ref_abs
-        return acc + c_y * (ref_abs + acc) + eta
+        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, abs_conv)
 
     def summary(self, ref_abs_max: float) -> dict:
         c_a, c_y, eta = self._totals()
@@ -203,10 +231,19 @@ class ExactBound:
     name = "exact"
     needs_abs_conv = False
 
-    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+    structure = None
+
+    def terms(self) -> tuple[float, ...]:
+        return ()
+
+    @staticmethod
+    def apply(terms, structure, ref_abs, ref_abs_max, abs_conv):
         import torch
 
         return torch.zeros_like(ref_abs)
+
+    def allowed(self, ref_abs, ref_abs_max: float, abs_conv=None):
+        return self.apply((), None, ref_abs, ref_abs_max, abs_conv)
 
     def summary(self, ref_abs_max: float) -> dict:
         return {"rtol": 0.0, "atol": 0.0}
@@ -232,3 +269,27 @@ def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: fl
     from .errors import BadInput
 
     raise BadInput(f"unknown bound {name!r}; expected one of {', '.join(BOUNDS)}")
+
+
+class Majorant(NamedTuple):
+    """conv(|x|,|w|) majorised cheaply, kept factored until a comparison needs it:
+    ``A[n, k, o] <= wmax[k] * s[n, k // (oc/g), o] (+ bias[k])``, with ``s`` the window sums
+    of |x| per group ([n, g, *out]) and ``wmax[k]`` the largest |w| of output channel k
+    (already inflated for the rounding of ``s``). Kept in this form, a compiled comparison
+    fuses the product into its one pass instead of writing a float64 tensor the size of
+    the output and reading it back."""
+
+    s: Any
+    wmax: Any
+    bias: Any = None
+
+
+def dense_abs_conv(a):
+    """``a`` as a float64 tensor of the output's shape (a Majorant is multiplied out)."""
+    if not isinstance(a, Majorant):
+        return a
+    n, g, out = a.s.shape[0], a.s.shape[1], a.s.shape[2:]
+    oc = a.wmax.shape[0]
+    ones = (1,) * len(out)
+    dense = (a.s.double().unsqueeze(2) * a.wmax.double().reshape(1, g, oc // g, *ones)).reshape(n, oc, *out)
+    return dense if a.bias is None else dense + a.bias.double().reshape(1, oc, *ones)

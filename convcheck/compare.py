@@ -15,10 +15,13 @@ Rules the verdict follows:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .bound import Majorant, dense_abs_conv
 
 MAX_REPORTED_MISMATCHES = 10
 
@@ -67,6 +70,7 @@ class Comparison:
     shape_error: str = ""
     ref_zero_fraction: float = 0.0
     bound_params: dict = field(default_factory=dict)
+    kernel: str = "eager"  # how the verdict's pass ran: "eager", "compiled", or why compiling failed
 
     @property
     def first_mismatch(self) -> Mismatch | None:
@@ -93,6 +97,7 @@ class Comparison:
             "shape_error": self.shape_error,
             "ref_zero_fraction": self.ref_zero_fraction,
             "bound_params": self.bound_params,
+            "compare_kernel": self.kernel,
         }
 
 
@@ -108,50 +113,119 @@ def _aligned(ours: Any, ref: Any):
     return a, b
 
 
-def _elementwise(a, b, bound, abs_conv):
+def _elementwise(a, b, apply, structure, terms, abs_conv):
     """The per-element core both the verdict and the error map use:
-    (a64, b64, allowed, same, effective |diff|, ref_abs_max, bound summary)."""
+    (a64, b64, allowed, inside, effective |diff|, max|ref| as a 0-d tensor).
+
+    Pure tensor code with the bound given as its formula (``apply``, ``structure``) and its
+    numbers (``terms``, floats or a tensor), so ``torch.compile`` can fuse the whole pass."""
     import torch
 
     a64, b64 = a.to(torch.float64), b.to(torch.float64)
     ref_abs = b64.abs()
     finite_ref = torch.isfinite(b64)
-    ref_abs_max = float(torch.where(finite_ref, ref_abs, torch.zeros_like(ref_abs)).max()) if b64.numel() else 0.0
-    summary = bound.summary(ref_abs_max)
-    a_conv = None
-    if getattr(bound, "needs_abs_conv", False):
-        if abs_conv is None:
-            raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
-        a_conv = to_torch(abs_conv).to(device=b64.device, dtype=torch.float64)
+    ref_abs_max = torch.where(finite_ref, ref_abs, 0.0).amax()
     # Where the reference is NaN or infinite only an identical answer passes.
-    allowed = torch.where(finite_ref, bound.allowed(ref_abs, ref_abs_max, a_conv), torch.zeros_like(ref_abs))
+    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, dense_abs_conv(abs_conv)), 0.0)
     diff = (a64 - b64).abs()
     same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
     inside = ((diff <= allowed) & finite_ref) | same
     # NaN differences count as infinitely large so the worst element is reported.
-    effective = torch.where(same, torch.zeros_like(diff), torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")))
-    return a64, b64, allowed, inside, effective, ref_abs_max, summary
+    effective = torch.where(same, 0.0, torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")))
+    return a64, b64, allowed, inside, effective, ref_abs_max
 
 
 def _ratio(effective, allowed):
     import torch
 
-    return torch.where(allowed > 0, effective / allowed,
-                       torch.where(effective > 0, torch.full_like(effective, float("inf")), torch.zeros_like(effective)))
+    return torch.where(allowed > 0, effective / allowed, torch.where(effective > 0, float("inf"), 0.0))
+
+
+#: Positions in the vector of scalars that ``_reduce`` sends back in one transfer.
+_OUTSIDE, _WORST, _MAX_DIFF, _MAX_RATIO, _REF_MAX, _ZEROS = range(6)
+
+
+def _reduce(a64, b64, allowed, inside, effective, ref_abs_max):
+    """Every scalar of the verdict, stacked in one float64 vector (one transfer, one sync).
+    Counts and the flat index are exact in float64 below 2^53 elements."""
+    import torch
+
+    flat = effective.reshape(-1)
+    return torch.stack([
+        (~inside).sum().to(torch.float64), torch.argmax(flat).to(torch.float64), flat.amax(),
+        _ratio(effective, allowed).amax(), ref_abs_max, (b64 == 0).sum().to(torch.float64),
+    ])
+
+
+def _summary(a, b, apply, structure, terms, abs_conv):
+    return _reduce(*_elementwise(a, b, apply, structure, terms, abs_conv))
+
+
+class _Compiled:
+    """``_summary`` through ``torch.compile`` (one fused kernel on a GPU, where the eager
+    version makes some forty passes over float64 copies of the output). Built on first
+    use; if compiling fails, every later call says why and runs eagerly."""
+
+    fn = None
+    failure = ""
+
+    @classmethod
+    def summary(cls, *args):
+        import torch
+
+        if not cls.failure:
+            try:
+                if cls.fn is None:
+                    # Each kind of problem (dtypes, dimensions, bound, fusion) is one compiled
+                    # variant; dynamo's default limit of 8 would quietly fall back to eager.
+                    cfg = torch._dynamo.config
+                    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+                    setattr(cfg, name, max(getattr(cfg, name), 64))
+                    cls.fn = torch.compile(_summary, dynamic=True)
+                return cls.fn(*args), "compiled"
+            except Exception as e:  # no compiler, no Triton, an inductor bug: the eager path is the same code
+                cls.failure = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
+        return _summary(*args), f"eager (torch.compile failed: {cls.failure})"
+
+
+@functools.lru_cache(maxsize=256)
+def _terms_tensor(terms: tuple, device: str):
+    """A bound's numbers on the comparison's device, cached: after the first check of a
+    problem, no bytes go to the device for them."""
+    import torch
+
+    return torch.tensor(terms, dtype=torch.float64, device=device)
 
 
 def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndarray:
     """|ours - ref| / allowed for every element, on the host (for pictures of where errors sit)."""
     a, b = _aligned(ours, ref)
-    _, _, allowed, _, effective, _, _ = _elementwise(a, b, bound, abs_conv)
+    _, _, allowed, _, effective, _ = _elementwise(a, b, *_bound_args(bound, abs_conv, b.device))
     return _ratio(effective, allowed).cpu().numpy()
 
 
-def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
+def _bound_args(bound, abs_conv, device, as_tensor: bool = False) -> tuple:
+    """(formula, structure, numbers, conv(|x|,|w|) on ``device`` or None) for ``_elementwise``."""
+    import torch
+
+    if getattr(bound, "needs_abs_conv", False):
+        if abs_conv is None:
+            raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
+        if not isinstance(abs_conv, Majorant):
+            abs_conv = to_torch(abs_conv).to(device=device, dtype=torch.float64)
+    else:
+        abs_conv = None
+    terms = _terms_tensor(bound.terms(), str(device)) if as_tensor else bound.terms()
+    return bound.apply, bound.structure, terms, abs_conv
+
+
+def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = False) -> Comparison:
     """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
 
-    ``abs_conv`` is conv(|x|, |w|) (any library), needed by bounds whose
-    ``needs_abs_conv`` is true; it is moved to the comparison's device."""
+    ``abs_conv`` is conv(|x|, |w|) (any library, or a :class:`~convcheck.bound.Majorant`),
+    needed by bounds whose ``needs_abs_conv`` is true; it is moved to the comparison's device.
+    ``compiled`` runs the verdict's pass through ``torch.compile`` (worth it where the same
+    kind of problem is checked many times, as on the GPU path; the first call compiles)."""
     import torch
 
     a, b = _aligned(ours, ref)
@@ -163,17 +237,26 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
             bound=bound.name, derivation=bound.derivation(), device=device,
             shape_error=f"shape mismatch: ours {tuple(a.shape)}, reference {tuple(b.shape)}",
         )
-    a64, b64, allowed, inside, effective, ref_abs_max, summary = _elementwise(a, b, bound, abs_conv)
-    bad = ~inside
-    outside = int(bad.sum())
-    flat_worst = int(torch.argmax(effective.reshape(-1))) if effective.numel() else 0
-    max_abs_diff = float(effective.reshape(-1)[flat_worst]) if effective.numel() else 0.0
-    ratio = _ratio(effective, allowed)
-    max_ratio = float(ratio.max()) if ratio.numel() else 0.0
+    if b.numel() == 0:
+        return Comparison(passed=True, total=0, outside=0, max_abs_diff=0.0, worst_index=(), max_ratio=0.0,
+                          rtol=bound.summary(0.0).get("rtol"), atol=bound.summary(0.0).get("atol"), ref_abs_max=0.0,
+                          bound=bound.name, derivation=bound.derivation(), device=device, bound_params=bound.summary(0.0))
+    per = None
+    if compiled:
+        stats, kernel = _Compiled.summary(a, b, *_bound_args(bound, abs_conv, b.device, as_tensor=True))
+    else:
+        per = _elementwise(a, b, *_bound_args(bound, abs_conv, b.device))
+        stats, kernel = _reduce(*per), "eager"
+    vals = stats.tolist()  # the one device->host transfer of the verdict
+    outside, flat_worst, ref_abs_max = int(vals[_OUTSIDE]), int(vals[_WORST]), float(vals[_REF_MAX])
+    summary = bound.summary(ref_abs_max)
 
     mismatches: list[Mismatch] = []
     if outside:
-        flat_bad = torch.nonzero(bad.reshape(-1)).reshape(-1)[:MAX_REPORTED_MISMATCHES]
+        if per is None:  # rare: a failure; its indices come from the eager pass (the same code)
+            per = _elementwise(a, b, *_bound_args(bound, abs_conv, b.device))
+        a64, b64, _, inside, _, _ = per
+        flat_bad = torch.nonzero(~inside.reshape(-1)).reshape(-1)[:MAX_REPORTED_MISMATCHES]
         ours_vals = a64.reshape(-1)[flat_bad].tolist()
         ref_vals = b64.reshape(-1)[flat_bad].tolist()
         for f, o, r in zip(flat_bad.tolist(), ours_vals, ref_vals):
@@ -183,9 +266,9 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
         passed=outside == 0,
         total=int(b.numel()),
         outside=outside,
-        max_abs_diff=max_abs_diff,
+        max_abs_diff=float(vals[_MAX_DIFF]),
         worst_index=_unravel(flat_worst, a.shape),
-        max_ratio=max_ratio,
+        max_ratio=float(vals[_MAX_RATIO]),
         rtol=summary.get("rtol"),
         atol=summary.get("atol"),
         ref_abs_max=ref_abs_max,
@@ -193,6 +276,7 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
         derivation=bound.derivation(),
         device=device,
         mismatches=mismatches,
-        ref_zero_fraction=float((b64 == 0).sum()) / max(b64.numel(), 1),
+        ref_zero_fraction=float(vals[_ZEROS]) / b.numel(),
         bound_params=summary,
+        kernel=kernel,
     )

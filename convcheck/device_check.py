@@ -8,12 +8,20 @@ drawn by torch's CUDA generator straight into the cuDNN buffers, torch reads the
 same buffers through DLPack, conv(|x|,|w|) and the comparison run on the GPU, and
 only the verdict's scalars and the first mismatch indices come back.
 
+The comparison itself runs through ``torch.compile`` (``compare(..., compiled=True)``):
+eagerly it is some forty passes over float64 copies of the output, which on an
+H200 cost several times the two convolutions it judges; compiled it is one pass
+that reads the two answers once. The first check of each kind of problem pays
+for the compilation (``check_s`` of that call; later calls reuse it).
+
 The elementwise bound needs A = conv(|x|, |w|), a convolution as costly as the
 two being checked. For the forward direction this path uses a majorant that
 costs almost nothing: A[n,k,o] <= max|w[k,:,:]| * S[n,g(k),o] with S the window
 sums of |x| (a convolution with one output channel per group), computed in fp32
-and inflated by (1 + n*2^-23) for its own rounding. It is about max|w|/mean|w|
-(~2x for uniform weights) looser than A and says so (``bound_note``).
+and inflated by (1 + n*2^-23) for its own rounding, kept factored (a
+:class:`~convcheck.bound.Majorant`) so the compiled comparison multiplies it out
+on the fly. It is about max|w|/mean|w| (~2x for uniform weights) looser than A
+and says so (``bound_note``).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .bound import make_bound
+from .bound import Majorant, make_bound
 from .compare import Comparison, compare
 from .problem import ConvProblem
 
@@ -107,7 +115,7 @@ def _check(problem, prep, index, seed, bound, build_s, cached) -> DeviceCheck:
         ref, _ = torch_conv.compute(problem, t.get("X"), t.get("W"), t.get("DY"), None if bias is None else bias.reshape(-1))
         e1.record()
         a, note = _magnitudes(problem, t)
-        c = compare(ours, ref, make_bound(bound, problem, ("cudnn", "torch")), a)
+        c = compare(ours, ref, make_bound(bound, problem, ("cudnn", "torch")), a, compiled=True)
     torch.cuda.current_stream().synchronize()
     check_s = time.perf_counter() - start
     return DeviceCheck(problem, c, run.times_ms[0], float(e0.elapsed_time(e1)), check_s, build_s, run.name, cached, note)
@@ -123,15 +131,13 @@ def _magnitudes(problem: ConvProblem, t: dict):
         mags = {k: v.abs().double() for k, v in t.items()}
         a, _ = torch_conv.compute(problem, mags.get("X"), mags.get("W"), mags.get("DY"))
         return a, "conv(|x|,|w|) exactly, in float64"
-    g, kg = problem.groups, problem.oc // problem.groups
+    g = problem.groups
     ones = torch.ones((g, problem.ic // g, *problem.kernel), device=t["X"].device, dtype=torch.float32)
     s, _ = torch_conv.compute(problem.with_(oc=g, fuse=()), t["X"].abs().float(), ones)  # [n, g, *out]
-    wmax = t["W"].abs().float().reshape(problem.oc, -1).amax(dim=1)
-    shape = (1, problem.oc) + (1,) * problem.ndim
-    a = wmax.reshape(shape).double() * s.double().repeat_interleave(kg, dim=1) * (1.0 + problem.accumulation_depth * 2.0 ** -23)
-    if "B" in t:
-        a = a + t["B"].abs().double().reshape(shape)
-    return a, "majorant max|w| * window sums of |x| (fp32, inflated by 1 + n*2^-23)"
+    inflate = 1.0 + problem.accumulation_depth * 2.0 ** -23
+    wmax = t["W"].abs().float().reshape(problem.oc, -1).amax(dim=1).double() * inflate
+    bias = t["B"].abs().reshape(-1) if "B" in t else None
+    return Majorant(s, wmax, bias), "majorant max|w| * window sums of |x| (fp32, inflated by 1 + n*2^-23)"
 
 
 def count_copies(fn) -> tuple[Any, dict]:

@@ -46,4 +46,6 @@ for f in examples/*.py; do
 done
 echo "== GPU check speed (benchmarks/gpu_check_speed.py)"
 timeout 180 "$py" benchmarks/gpu_check_speed.py 2>&1 | tee "$logs/gpu_check_speed.txt" || status=1
+echo "== comparison speed, eager vs compiled (benchmarks/compare_speed.py)"
+timeout 120 "$py" benchmarks/compare_speed.py 2>&1 | tee "$logs/compare_speed.txt" || status=1
 exit $status

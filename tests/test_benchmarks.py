@@ -1,0 +1,28 @@
+"""The speed benchmarks run on the CPU path too (a layer each), so they cannot rot unseen.
+They measure; nothing here asserts a time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run(script: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_gpu_check_speed_runs_its_cpu_path():
+    out = _run("gpu_check_speed.py", "--layers", "1")
+    assert "CPU path" in out and "| resnet_50:conv1 |" in out and "| passed |" in out
+
+
+def test_compare_speed_reports_eager_and_compiled_agreeing():
+    out = _run("compare_speed.py", "--layers", "2", "--repeat", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| resnet_50:")]
+    assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows), out
