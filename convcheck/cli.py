@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--jobs", type=int, default=1, help="local worker processes (a crash in one costs only its problems)")
     w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
     w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
+    w.add_argument("--all-engines", action="store_true",
+                   help="every plan cuDNN offers for each problem, judged and timed as by 'engines'; a record per plan (GPU)")
+    w.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
 
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     r.add_argument("file", help="a sweep's JSON-lines file")
@@ -275,8 +278,9 @@ def cmd_sweep(args) -> int:
     if args.jobs < 1:
         raise BadInput(f"--jobs must be at least 1, got {args.jobs}")
     executor = make_executor(args.jobs, args.gpus, args.ray)
-    summary = run_sweep(items, SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed), out,
-                        resume=args.resume, quiet=args.quiet, executor=executor)
+    options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
+                           all_engines=args.all_engines, heuristics=_heuristics(args))
+    summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)
     print(format_summary(summary, out))
     if args.junit:
         print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
@@ -288,6 +292,8 @@ def cmd_rerun(args) -> int:
     from .sweep import pick_record, problem_from_record, read_records
 
     rec = pick_record(read_records(args.file), args.index, args.name)
+    if rec.get("engine"):
+        return _rerun_engine(rec, args)
     device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
     result = run_check(problem_from_record(rec), backend=rec["backend"], reference=rec["reference"], device=device,
                        seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"))
@@ -297,6 +303,25 @@ def cmd_rerun(args) -> int:
           f"(max|diff| {rec.get('max_abs_diff')}), now {result.status} (max|diff| {result.record()['max_abs_diff']}): "
           f"{'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
     return code
+
+
+def _rerun_engine(rec: dict, args) -> int:
+    """A plan's record from an --all-engines sweep: that plan again, judged as the sweep judged it."""
+    from .engines import check_engines, format_table
+    from .sweep import ENGINE_STATUS, problem_from_record
+
+    problem = problem_from_record(rec)
+    records, context = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
+                                     heuristics=rec.get("heuristics"), engine=rec["engine"])
+    r = records[0]
+    print(json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) if args.json else
+          f"# {problem}\n" + format_table(records))
+    now = ENGINE_STATUS[r.status]
+    same = now == rec.get("status") and r.max_abs_diff == rec.get("max_abs_diff")
+    print(f"rerun of record {args.index if args.index is not None else args.name!r} (plan {rec['engine']}): recorded "
+          f"{rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), now {now} (max|diff| {r.max_abs_diff}): "
+          f"{'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
+    return 1 if now == "failed" else 0
 
 
 def cmd_diff(args) -> int:

@@ -1,7 +1,8 @@
 """What changed between two sweeps (two cuDNN versions, two GPUs, two days).
 
 Records are matched by their key (problem, mode, dtype, layout, direction, fusion,
-bound, seed, backend, reference). Reported: status flips, error/bound ratios that
+bound, seed, backend, reference, and the plan in an --all-engines sweep, so one
+engine that changed its answer between two cuDNN versions shows as that engine). Reported: status flips, error/bound ratios that
 moved by more than a factor, problems only in one file, and each side's versions.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .sweep import record_key
+from .sweep import record_key, record_label
 
 VERSION_KEYS = ("convcheck", "torch", "cudnn (torch)", "cudnn_frontend", "cudnn_backend (frontend)", "cupy", "gpu", "numpy")
 
@@ -50,18 +51,18 @@ def diff_records(a: list[dict], b: list[dict], factor: float = 10.0) -> SweepDif
     for key, ra in ka.items():
         rb = kb.get(key)
         if rb is None:
-            d.only_a.append(ra.get("problem"))
+            d.only_a.append(record_label(ra))
             continue
         d.common += 1
         if ra.get("status") != rb.get("status"):
-            d.flips.append((key, ra.get("problem"), ra.get("status"), rb.get("status")))
+            d.flips.append((key, record_label(ra), ra.get("status"), rb.get("status")))
             continue
         x, y = ra.get("bound_ratio"), rb.get("bound_ratio")
         if x is not None and y is not None:
             lo, hi = sorted((max(x, 1e-3), max(y, 1e-3)))
             if hi / lo > factor:
-                d.moved.append((key, ra.get("problem"), x, y))
-    d.only_b = [rb.get("problem") for key, rb in kb.items() if key not in ka]
+                d.moved.append((key, record_label(ra), x, y))
+    d.only_b = [record_label(rb) for key, rb in kb.items() if key not in ka]
     return d
 
 

@@ -63,8 +63,12 @@ def select_indices(count: int, names: list[str], engine) -> list[int]:
 
 
 def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None, heuristics=None,
-                  engine=None, repeat: int = 3, timing_runs: int = 5, warmup: int = 2) -> tuple[list[EngineRecord], dict]:
-    """Check every plan (or the one named by ``engine``). Returns (records, context)."""
+                  engine=None, repeat: int = 3, timing_runs: int = 5, warmup: int = 2,
+                  keep_outputs: bool = False) -> tuple[list[EngineRecord], dict]:
+    """Check every plan (or the one named by ``engine``). Returns (records, context).
+
+    ``keep_outputs`` adds to the context what a picture of the errors needs: ``ref`` and
+    ``abs_conv`` (on the GPU) and, per plan index, ``outputs[i] = (its output, its bound)``."""
     from .backends import cudnn_graph
     from .environment import versions
 
@@ -86,6 +90,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
         ref, _ = ref_impl.run(problem, inputs, "cuda")
         magnitudes = abs_conv(problem, inputs, "cuda")
+        kept = {}
         for i in indices:
             run = cudnn_graph.execute_plan(prep, i, runs=max(timing_runs, repeat), warmup=warmup, repeat_check=repeat > 1)
             numerical = notes.get(i, [])
@@ -110,8 +115,10 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             if reduced:
                 rec.judged_as += " with reduced-precision accumulation (engine note)"
             rec.bound = this_bound
-            c = compare(cudnn_graph.result_tensor(prep), ref,
-                        make_bound(this_bound, judged, ("cudnn", "torch"), reduced_accumulation=reduced), magnitudes)
+            judging = make_bound(this_bound, judged, ("cudnn", "torch"), reduced_accumulation=reduced)
+            c = compare(cudnn_graph.result_tensor(prep), ref, judging, magnitudes)
+            if keep_outputs:
+                kept[i] = (cudnn_graph.result_tensor(prep).clone(), judging)
             rec.status = "passed" if c.passed else "failed"
             rec.max_abs_diff, rec.bound_ratio, rec.outside = c.max_abs_diff, c.max_ratio, c.outside
             rec.workspace_bytes, rec.times_ms, rec.median_ms = run.workspace_bytes, run.times_ms, run.median_ms
@@ -129,6 +136,8 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         "repeat": repeat, "timing_runs": timing_runs, "warmup": warmup,
         "time_s": round(time.perf_counter() - start, 3), "versions": versions(),
     }
+    if keep_outputs:
+        context.update(ref=ref, abs_conv=magnitudes, outputs=kept)
     return records, context
 
 

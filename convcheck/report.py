@@ -23,7 +23,7 @@ import numpy as np
 from .bound import make_bound
 from .check import abs_conv, run_check
 from .compare import error_ratio_map
-from .sweep import problem_from_record, read_records
+from .sweep import problem_from_record, read_records, record_label
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -72,15 +72,9 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
     import matplotlib.pyplot as plt
 
     problem = problem_from_record(rec)
-    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
-    result = run_check(problem, backend=rec["backend"], reference=rec["reference"], device=device,
-                       seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"), keep_outputs=True)
-    if result.outputs is None:
-        return [], f"re-run gave {result.status}: {result.message}"
-    ours, ref, inputs = result.outputs
-    bound = make_bound(rec.get("bound") or "elementwise", problem, (result.plan.backend, result.plan.reference))
-    a = abs_conv(problem, inputs, "cpu" if result.plan.reference_device == "cpu" else "cuda") if bound.needs_abs_conv else None
-    ratio = error_ratio_map(ours, ref, bound, a)
+    ratio, remark = _rerun_ratio_map(rec, problem)
+    if ratio is None:
+        return [], remark
     folded = ratio.max(axis=0) if ratio.ndim > 1 else ratio[None]  # fold the batch (or K for wgrad) by max
     grid = folded.reshape(folded.shape[0], -1)
     shown = np.log10(np.clip(np.nan_to_num(grid, posinf=1e6), 1e-6, None))
@@ -103,7 +97,31 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
     ax.legend()
     pictures.append(_png(fig))
     plt.close(fig)
-    return pictures, f"re-run: {result.status}, err/bound {result.comparison.max_ratio:.3g}"
+    return pictures, remark
+
+
+def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, str]:
+    """error/bound per element of the recorded check, re-run; (None, why) if it gave no output."""
+    if rec.get("engine"):  # a plan of an --all-engines sweep: that plan, judged as the sweep judged it
+        from .engines import check_engines
+
+        records, context = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
+                                         heuristics=rec.get("heuristics"), engine=rec["engine"], keep_outputs=True)
+        r = records[0]
+        if r.index not in context["outputs"]:
+            return None, f"re-run of plan {r.name}: {r.status}: {r.message}"
+        y, bound = context["outputs"][r.index]
+        return (error_ratio_map(y, context["ref"], bound, context["abs_conv"]),
+                f"re-run of plan {r.name}: {r.status}, err/bound {r.bound_ratio:.3g}")
+    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
+    result = run_check(problem, backend=rec["backend"], reference=rec["reference"], device=device,
+                       seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"), keep_outputs=True)
+    if result.outputs is None:
+        return None, f"re-run gave {result.status}: {result.message}"
+    ours, ref, inputs = result.outputs
+    bound = make_bound(rec.get("bound") or "elementwise", problem, (result.plan.backend, result.plan.reference))
+    a = abs_conv(problem, inputs, "cpu" if result.plan.reference_device == "cpu" else "cuda") if bound.needs_abs_conv else None
+    return error_ratio_map(ours, ref, bound, a), f"re-run: {result.status}, err/bound {result.comparison.max_ratio:.3g}"
 
 
 def _cell(value, numeric: bool = False) -> str:
@@ -124,7 +142,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
         outside = f"{r.get('outside')}/{r.get('total')}" if r.get("total") is not None else None
         rows.append(
             f"<tr class='{html.escape(str(r.get('status')))}'><td data-v='{i}'>{i}</td>" + "".join([
-                _cell(r.get("status")), _cell(r.get("problem")), _cell(r.get("dtype")), _cell(r.get("layout")),
+                _cell(r.get("status")), _cell(record_label(r)), _cell(r.get("dtype")), _cell(r.get("layout")),
                 _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
                 _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
@@ -140,7 +158,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
             pngs, remark = [], f"no picture: {type(e).__name__}: {e}"
         imgs = "".join(f"<img alt='error picture' src='{p}'>" for p in pngs)
         cases.append(f"<div class='case' id='case{i}'><h3>#{i} {html.escape(str(r.get('status')))}: "
-                     f"{html.escape(str(r.get('problem')))} {html.escape(str(r.get('dtype')))}</h3>"
+                     f"{html.escape(record_label(r))} {html.escape(str(r.get('dtype')))}</h3>"
                      f"<p>{html.escape(remark)}</p>{imgs}</div>")
     versions = next((r.get("versions") for r in records if r.get("versions")), {})
     title = title or f"convcheck report: {Path(records_path).name}"

@@ -14,6 +14,7 @@ two writes, never inside one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .check import resolve, run_check
-from .errors import BackendUnavailable, BadInput, ConvCheckError
+from .errors import BackendUnavailable, BadInput, ConvCheckError, Unsupported
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
 STATUSES = ("passed", "failed", "mistrusted", "unsupported", "error", "skipped")
@@ -37,6 +38,8 @@ class SweepOptions:
     device: str | None = None
     bound: str | None = None
     seed: int = 0
+    all_engines: bool = False  # every cuDNN plan of every problem, a record per plan
+    heuristics: tuple | None = None  # heuristic modes for --all-engines (None: cudnn_graph.HEURISTICS)
 
 
 @dataclass
@@ -48,9 +51,21 @@ class Item:
 
 
 def record_key(rec: dict) -> str:
-    """What identifies a problem across runs and machines (not the versions or results)."""
-    return "|".join(str(rec.get(k)) for k in (
+    """What identifies a problem across runs and machines (not the versions or results).
+    A record of an --all-engines sweep also names its plan (``engine``); without that
+    field the key is the problem's within that sweep (what ``--resume`` skips)."""
+    key = "|".join(str(rec.get(k)) for k in (
         "problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug"))
+    if rec.get("engines"):
+        key += f"|engines={rec['engines']}"
+    if rec.get("engine"):
+        key += f"|engine={rec['engine']}"
+    return key
+
+
+def record_label(rec: dict) -> str:
+    """A record's problem as people read it, with its plan in an --all-engines sweep."""
+    return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
 
 
 def _identity(item: "Item", options: SweepOptions) -> dict:
@@ -61,7 +76,7 @@ def _identity(item: "Item", options: SweepOptions) -> dict:
         "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
         "bound": options.bound, "seed": options.seed, "backend": options.backend, "reference": options.reference,
-        "planted_bug": None,
+        "planted_bug": None, **({"engines": "all"} if options.all_engines else {}),
     }
 
 
@@ -112,9 +127,12 @@ def done_keys(path: Path) -> set[str]:
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
-                keys.add(record_key(json.loads(line)))
+                rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            keys.add(record_key(rec))
+            if rec.get("engine"):  # a plan's record: its problem was checked
+                keys.add(record_key({k: v for k, v in rec.items() if k != "engine"}))
     return keys
 
 
@@ -193,10 +211,10 @@ class Progress:
         if self.quiet:
             return
         if self.bar is not None:
-            self.bar.update(self.task, advance=1, description=f"{rec['status']:<11} {rec['problem'][:40]}")
+            self.bar.update(self.task, advance=1, description=f"{rec['status']:<11} {record_label(rec)[:40]}")
         else:
             ratio = rec.get("bound_ratio")
-            print(f"[{i}/{self.total}] {rec['status']:<11} {rec['problem']} {rec.get('dtype', '')}"
+            print(f"[{i}/{self.total}] {rec['status']:<11} {record_label(rec)} {rec.get('dtype', '')}"
                   f"{'' if ratio is None else f' err/bound {ratio:.3g}'} ({rec.get('time_s', 0):.3f} s)", file=sys.stderr, flush=True)
 
     def close(self):
@@ -212,29 +230,70 @@ def _error_record(item: Item, options: SweepOptions, message: str) -> dict:
     return rec
 
 
-def check_one(item: Item, options: SweepOptions) -> dict:
-    """One problem to one record, in whatever process runs it (picklable in and out).
+def check_item(item: Item, options: SweepOptions) -> list[dict]:
+    """One problem to its records (one, or one per plan with ``all_engines``), in whatever
+    process runs it (picklable in and out).
 
     ``options`` carries the resolved backend, reference and bound. Only an
     unavailable backend escapes (it would fail every problem the same way)."""
     if item.problem is None:
-        rec = _error_record(item, options, item.error)
+        recs = [_error_record(item, options, item.error)]
     else:
         try:
-            result = run_check(item.problem, backend=options.backend, reference=options.reference,
-                               device=options.device, seed=options.seed, bound=options.bound)
-            rec = result.record()
+            recs = _engine_records(item, options) if options.all_engines else [_check_record(item, options)]
         except BackendUnavailable:
             raise
+        except Unsupported as e:
+            recs = [_error_record(item, options, str(e)) | {"status": "unsupported"}]
         except ConvCheckError as e:
-            rec = _error_record(item, options, str(e))
+            recs = [_error_record(item, options, str(e))]
         except Exception as e:  # never let one problem stop the sweep
-            rec = _error_record(item, options, f"{type(e).__name__}: {e}")
-    rec["source"] = item.source
-    rec["key"] = record_key(rec)
-    # which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves
-    rec["worker"] = {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    return rec
+            recs = [_error_record(item, options, f"{type(e).__name__}: {e}")]
+    for rec in recs:
+        rec["source"] = item.source
+        rec["key"] = record_key(rec)
+        # which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves
+        rec["worker"] = {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return recs
+
+
+def _check_record(item: Item, options: SweepOptions) -> dict:
+    result = run_check(item.problem, backend=options.backend, reference=options.reference,
+                       device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics)
+    return result.record()
+
+
+#: An engine's status in a sweep: a plan cuDNN would not build is cuDNN declining, not a wrong answer.
+ENGINE_STATUS = {"passed": "passed", "failed": "failed", "not built": "unsupported"}
+
+
+def _engine_records(item: Item, options: SweepOptions) -> list[dict]:
+    from .engines import check_engines
+
+    records, context = check_engines(item.problem, seed=options.seed, bound=options.bound, heuristics=options.heuristics)
+    return engine_sweep_records(item, options, records, context)
+
+
+def engine_sweep_records(item: Item, options: SweepOptions, records, context: dict) -> list[dict]:
+    """Sweep records of ``check_engines``' results: one per plan, each with the problem's
+    identity, the plan's name (part of its key, so ``diff`` matches plans across cuDNN
+    versions), its verdict and its whole engine record. ``time_s`` is the plan's GPU time
+    over its timed runs."""
+    p = item.problem
+    base = _identity(item, options) | {
+        "accumulation_depth": p.accumulation_depth, "backend_device": "cuda", "reference_device": "cuda",
+        "heuristics": context.get("heuristics"), "plan_count": context.get("plan_count"),
+        "notes_remark": context.get("notes_remark"), "versions": context.get("versions"),
+    }
+    out = []
+    for r in records:
+        out.append(base | {
+            "status": ENGINE_STATUS[r.status], "engine": r.name, "engine_index": r.index,
+            "max_abs_diff": r.max_abs_diff, "bound_ratio": r.bound_ratio, "outside": r.outside,
+            "total": int(math.prod(p.result_shape)) if r.built else None, "judged_as": r.judged_as,
+            "message": r.message, "time_s": round(sum(r.times_ms) / 1e3, 6), "engine_record": r.as_dict(),
+        })
+    return out
 
 
 class InlineExecutor:
@@ -244,7 +303,7 @@ class InlineExecutor:
         for i, item in todo:
             if stop.signum is not None:
                 return
-            yield i, check_one(item, options)
+            yield i, check_item(item, options)
 
 
 def _init_worker(devices) -> None:
@@ -289,7 +348,7 @@ class PoolExecutor:
                 broken = False
                 while queue and len(running) < 2 * self.jobs and stop.signum is None:
                     try:
-                        fut = pool.submit(check_one, queue[0][1], options)
+                        fut = pool.submit(check_item, queue[0][1], options)
                     except BrokenProcessPool:  # the pool noticed a dead worker before we did
                         broken = True
                         break
@@ -303,10 +362,10 @@ class PoolExecutor:
                         yield i, fut.result()
                     except BrokenProcessPool:
                         broken = True
-                        yield i, _error_record(item, options, "the worker process died (a crash in a library) while this problem ran")
+                        yield i, [_error_record(item, options, "the worker process died (a crash in a library) while this problem ran")]
                 if broken:
                     for fut, (i, item) in list(running.items()):
-                        yield i, _error_record(item, options, "the worker process died while this problem was in flight")
+                        yield i, [_error_record(item, options, "the worker process died while this problem was in flight")]
                     running.clear()
                     pool.shutdown(wait=False, cancel_futures=True)
                     pool = self._pool()
@@ -332,7 +391,7 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=self.address or None, include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": {"PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}})
-        task = ray.remote(check_one).options(num_gpus=1 if options.backend == "cudnn" else 0, max_retries=0)
+        task = ray.remote(check_item).options(num_gpus=1 if options.backend == "cudnn" else 0, max_retries=0)
         queue = list(todo)
         running = {}
         limit = max(2, int(ray.available_resources().get("CPU", 2)) * 2)
@@ -348,7 +407,7 @@ class RayExecutor:
                 try:
                     yield i, ray.get(ref)
                 except Exception as e:  # a task that died: a record, not the end of the sweep
-                    yield i, _error_record(item, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")
+                    yield i, [_error_record(item, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")]
 
 
 def make_executor(jobs: int = 1, gpus=None, ray_address=None):
@@ -379,9 +438,19 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     """Check every item, appending each record to ``out`` as soon as it exists."""
     from .check import DEFAULT_BOUND
 
-    plan = resolve(options.backend, options.reference, options.device)
     bound = options.bound or DEFAULT_BOUND
-    options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed)
+    if options.all_engines:
+        from . import backends
+
+        if options.backend not in ("auto", "cudnn") or options.reference not in (None, "torch") or options.device not in (None, "cuda"):
+            raise BadInput("--all-engines checks every cuDNN plan against torch, both on the GPU; "
+                           "it takes no other --backend, --reference or --device")
+        backends.require("cudnn", "cuda")
+        backends.require("torch", "cuda")
+        options = SweepOptions("cudnn", "torch", "cuda", bound, options.seed, True, options.heuristics)
+    else:
+        plan = resolve(options.backend, options.reference, options.device)
+        options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed, heuristics=options.heuristics)
     skip = done_keys(out) if resume else set()
     summary = SweepSummary()
     todo = []
@@ -398,19 +467,21 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(out, "a", encoding="utf-8") as f:
-            for i, rec in executor.results(todo, options, stop):
-                line = json.dumps(rec, sort_keys=True, default=str) + "\n"
+            for i, recs in executor.results(todo, options, stop):
+                # A problem's records (one per plan with --all-engines) go down in one write.
+                lines = "".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs)
                 stop.writing = True
-                f.write(line)
+                f.write(lines)
                 f.flush()
                 os.fsync(f.fileno())
                 stop.writing = False
-                summary.written += 1
-                summary.counts[rec["status"]] += 1
-                summary.worst.append(rec)
-                progress.update(i, rec)
-                if on_record:
-                    on_record(rec)
+                for rec in recs:
+                    summary.written += 1
+                    summary.counts[rec["status"]] += 1
+                    summary.worst.append(rec)
+                    if on_record:
+                        on_record(rec)
+                progress.update(i, _worst_of(recs))
                 if stop.hard:
                     break
     except KeyboardInterrupt:
@@ -420,9 +491,15 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         restore()
     summary.stopped_by = stop.signum
     summary.wall_s = time.perf_counter() - start
-    order = {"failed": 0, "error": 1, "mistrusted": 2, "unsupported": 3, "passed": 4}
-    summary.worst = sorted(summary.worst, key=lambda r: (order.get(r["status"], 5), -(r.get("bound_ratio") or 0.0)))[:5]
+    summary.worst = sorted(summary.worst, key=lambda r: (_SEVERITY.get(r["status"], 5), -(r.get("bound_ratio") or 0.0)))[:5]
     return summary
+
+
+_SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "unsupported": 3, "passed": 4}
+
+
+def _worst_of(recs: list[dict]) -> dict:
+    return min(recs, key=lambda r: (_SEVERITY.get(r["status"], 5), -(r.get("bound_ratio") or 0.0)))
 
 
 def format_summary(summary: SweepSummary, out: Path) -> str:
@@ -434,7 +511,7 @@ def format_summary(summary: SweepSummary, out: Path) -> str:
         lines.append("  worst cases:")
         for r in summary.worst:
             ratio = r.get("bound_ratio")
-            lines.append(f"    {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {r['problem']} {r.get('dtype') or ''}"
+            lines.append(f"    {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {record_label(r)} {r.get('dtype') or ''}"
                          f"{'  ' + r['message'][:100] if r.get('message') else ''}")
     return "\n".join(lines)
 
@@ -467,7 +544,7 @@ def write_junit(records: list[dict], path) -> Path:
     suite = ET.Element("testsuite", name="convcheck")
     counts = Counter()
     for rec in records:
-        name = " ".join(str(x) for x in (rec.get("problem"), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
+        name = " ".join(str(x) for x in (record_label(rec), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
                                          ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
         case = ET.SubElement(suite, "testcase", classname=f"convcheck.{rec.get('source', 'check')}",
                              name=name, time=f"{rec.get('time_s') or 0:.6f}")

@@ -232,3 +232,20 @@ def test_device_path_copies_only_scalars():
     assert result.cached and result.comparison.passed
     assert "error" not in copies, copies
     assert copies["HtoD"] < 4096 and copies["DtoH"] < 4096, copies
+
+
+def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
+    out = tmp_path / "e.jsonl"
+    done = run_cli("sweep", "mb4ic32ih14oc32oh14kh3ph1", "mb4ic32ih14oc64oh14kh1ph0", "--all-engines", "--out", str(out), "--quiet")
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {r["problem"] for r in recs} == {"mb4ic32ih14iw14oc32oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0",
+                                            "mb4ic32ih14iw14oc64oh14ow14kh1kw1sh1sw1ph0pw0dh0dw0"}
+    assert all(r["engines"] == "all" and r["engine"] and r["plan_count"] >= 2 for r in recs)
+    assert len({r["key"] for r in recs}) == len(recs)
+    assert {r["status"] for r in recs} <= {"passed", "unsupported"}, [(r["engine"], r["message"]) for r in recs if r["status"] != "passed"]
+    again = run_cli("sweep", "mb4ic32ih14oc32oh14kh3ph1", "--all-engines", "--out", str(out), "--quiet", "--resume")
+    assert again.returncode == 0 and "skipped 1" in again.stdout
+    i = next(i for i, r in enumerate(recs) if r["status"] == "passed" and r["engine_record"]["bitwise_identical"])
+    rerun = run_cli("rerun", str(out), "--index", str(i))
+    assert rerun.returncode == 0 and "reproduced exactly" in rerun.stderr, rerun.stdout + rerun.stderr

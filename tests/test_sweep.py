@@ -186,3 +186,79 @@ def test_gpus_gives_each_worker_its_own_device(tmp_path):
     assert set().union(*by_pid.values()) <= {"0", "1"} and len(by_pid) <= 2
     if len(by_pid) == 2:
         assert set().union(*by_pid.values()) == {"0", "1"}  # two workers, two different devices
+
+
+def _engine_sweep_file(path, flips=None, extra=None, seed=0):
+    """Records of an --all-engines sweep, as ``engine_sweep_records`` makes them from ``check_engines``'
+    results; ``flips`` changes some plans' verdicts, ``extra`` adds a plan (another cuDNN version)."""
+    from convcheck.engines import EngineRecord
+    from convcheck.problem import parse_descriptor
+    from convcheck.sweep import Item, SweepOptions, engine_sweep_records
+
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    flips = flips or {}
+    plans = [("eng70_k2=12_k18=0", "passed", 0.2), ("eng38_k2=1_k13=0", "passed", 0.04), ("eng3_k11=2", "not built", None)]
+    plans += extra or []
+    records = [EngineRecord(index=i, name=name, status=flips.get(name, status), built=status != "not built",
+                            max_abs_diff=None if ratio is None else ratio * 1e-5, bound_ratio=ratio,
+                            outside=None if ratio is None else 0, times_ms=[0.01, 0.012],
+                            message="" if ratio is not None else "build: NOT_SUPPORTED")
+               for i, (name, status, ratio) in enumerate(plans)]
+    context = {"heuristics": ["a", "fallback"], "plan_count": len(records), "notes_remark": "",
+               "versions": {"cudnn_backend (frontend)": "9.19.0"}}
+    options = SweepOptions("cudnn", "torch", "cuda", "elementwise", seed, all_engines=True)
+    recs = engine_sweep_records(Item("cli", p, text=p.descriptor()), options, records, context)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in recs:
+            r["key"] = record_key(r)
+            f.write(json.dumps(r) + "\n")
+    return recs
+
+
+def test_engine_records_have_a_key_per_plan_and_resume_by_problem(tmp_path):
+    from convcheck.sweep import Item, SweepOptions, _identity, done_keys
+    from convcheck.problem import parse_descriptor
+
+    recs = _engine_sweep_file(tmp_path / "e.jsonl")
+    assert [r["status"] for r in recs] == ["passed", "passed", "unsupported"]  # a plan cuDNN won't build: declined
+    assert len({r["key"] for r in recs}) == 3 and all(r["engine"] in r["key"] for r in recs)
+    assert recs[0]["engine_record"]["name"] == recs[0]["engine"] and recs[0]["time_s"] == pytest.approx(0.022e-3)
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    done = done_keys(tmp_path / "e.jsonl")
+    all_engines = SweepOptions("cudnn", "torch", "cuda", "elementwise", 0, all_engines=True)
+    assert record_key(_identity(Item("cli", p), all_engines)) in done  # --resume skips the problem
+    plain = SweepOptions("cudnn", "torch", "cuda", "elementwise", 0)
+    assert record_key(_identity(Item("cli", p), plain)) not in done  # but not a plain sweep of it
+
+
+def test_diff_junit_and_report_name_the_plan(tmp_path):
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    _engine_sweep_file(a)
+    _engine_sweep_file(b, flips={"eng38_k2=1_k13=0": "failed"}, extra=[("eng90_k2=3", "passed", 0.1)])
+    done = run_cli("diff", str(a), str(b))
+    assert done.returncode == 1, done.stdout
+    assert "passed -> failed  mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0 [eng38_k2=1_k13=0]" in done.stdout
+    assert "only in B: mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0 [eng90_k2=3]" in done.stdout
+    from convcheck.sweep import write_junit
+
+    suite = ET.parse(write_junit(read_records(b), tmp_path / "j.xml")).getroot()
+    names = [c.get("name") for c in suite]
+    assert any("[eng38_k2=1_k13=0]" in n for n in names) and suite.get("failures") == "1" and suite.get("skipped") == "1"
+    page = tmp_path / "r.html"
+    made = run_cli("report", str(b), "--html", str(page), "--pictures", "1")
+    assert made.returncode == 0, made.stderr
+    text = page.read_text(encoding="utf-8")
+    assert "[eng38_k2=1_k13=0]" in text
+    assert "no picture: BackendUnavailable" in text  # the failed plan is re-run on cuDNN, absent here
+
+
+def test_all_engines_sweep_needs_cudnn_and_says_so(tmp_path):
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--all-engines", "--out", str(out), "--quiet")
+    assert done.returncode == 3 and "backend 'cudnn' is unavailable" in done.stderr and not out.exists()
+    done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--all-engines", "--backend", "torch", "--out", str(out))
+    assert done.returncode == 2 and "--all-engines checks every cuDNN plan against torch" in done.stderr
+    _engine_sweep_file(out)
+    again = run_cli("rerun", str(out), "--index", "0")
+    assert again.returncode == 3 and "backend 'cudnn' is unavailable" in again.stderr
