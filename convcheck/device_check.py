@@ -106,7 +106,9 @@ def _check(problem, prep, index, seed, bound, build_s, cached) -> DeviceCheck:
 
     start = time.perf_counter()
     t = _fill(prep, seed)
-    run = cudnn_graph.execute_plan(prep, index)
+    # Everything below is enqueued on one stream; the host waits once, for the verdict's
+    # scalars, and then reads the plan's events and redzones (pending.collect()).
+    pending = cudnn_graph.launch_plan(prep, index)
     ours = cudnn_graph.result_tensor(prep)
     with torch_conv_math(tf32=problem.dtype == "tf32"):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -116,9 +118,13 @@ def _check(problem, prep, index, seed, bound, build_s, cached) -> DeviceCheck:
         e1.record()
         a, note = _magnitudes(problem, t)
         c = compare(ours, ref, make_bound(bound, problem, ("cudnn", "torch")), a, compiled=True)
-    torch.cuda.current_stream().synchronize()
+    run = pending.collect()
     check_s = time.perf_counter() - start
-    return DeviceCheck(problem, c, run.times_ms[0], float(e0.elapsed_time(e1)), check_s, build_s, run.name, cached, note)
+    if not run.built or run.redzone:
+        c.passed = False
+        note += f"; plan {run.name}: {run.error or '; '.join(run.redzone)}"
+    return DeviceCheck(problem, c, run.times_ms[0] if run.times_ms else float("nan"), float(e0.elapsed_time(e1)),
+                       check_s, build_s, run.name, cached, note)
 
 
 def _magnitudes(problem: ConvProblem, t: dict):

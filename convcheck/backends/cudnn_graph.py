@@ -340,12 +340,47 @@ def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, rep
     """Build plan ``index`` and execute it ``warmup + runs`` times (output re-poisoned each time).
 
     ``repeat_check`` keeps every run's output and reports whether all are bitwise identical."""
+    return launch_plan(prep, index, runs, warmup, repeat_check).collect()
+
+
+@dataclass
+class PendingRun:
+    """A plan's executions enqueued on the stream and not yet waited for. ``collect()``
+    synchronises once, reads the CUDA events and checks the redzones. Between the two,
+    the caller may enqueue more work on the same stream (the reference, the comparison),
+    which stream order runs after the plan: the host does not sit idle while cuDNN runs."""
+
+    prep: Prepared
+    run: PlanRun
+    workspace: Any = None
+    events: list = field(default_factory=list)  # (start, end) per timed run
+    identical: bool = True
+    repeat_check: bool = False
+    runs: int = 1
+
+    def collect(self) -> PlanRun:
+        run, prep, ws = self.run, self.prep, self.workspace
+        if ws is None:  # not built, or failed to execute: already final
+            return run
+        prep.torch_stream.synchronize()
+        run.times_ms = [float(s.elapsed_time(e)) for s, e in self.events]
+        with prep.cupy_stream:
+            if not bool(prep.output.intact_flag() & ws.intact_flag()):  # one synchronisation; offsets only if broken
+                run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
+        if self.repeat_check and self.runs > 1:
+            run.bitwise_identical = self.identical
+        return run
+
+
+def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repeat_check: bool = False) -> PendingRun:
+    """Build plan ``index`` and enqueue ``warmup + runs`` executions (see :class:`PendingRun`)."""
     import cupy
     import torch
 
     run = build_plan(prep, index)
+    pending = PendingRun(prep, run, repeat_check=repeat_check, runs=runs)
     if not run.built:
-        return run
+        return pending
     _, _, poison = _buffer_kind(prep.problem)
     g = prep.cg.graph
     fc.set_stream(prep.cudnn, prep.handle, int(prep.torch_stream.cuda_stream))  # handles are shared between graphs
@@ -356,8 +391,6 @@ def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, rep
             ws = prep.workspaces[index] = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
         pack = prep.pack
         first = None
-        identical = True
-        events = []  # (start, end) per timed run; read after the one synchronisation below
         for i in range(warmup + runs):
             prep.output.array[...] = poison
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -367,24 +400,19 @@ def execute_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, rep
             except Exception as e:
                 run.built, run.error = False, f"execute: {type(e).__name__}: {str(e).strip()}"[:300]
                 prep.torch_stream.synchronize()
-                return run
+                return pending
             end.record(prep.torch_stream)
             if i >= warmup:
-                events.append((start, end))
+                pending.events.append((start, end))
                 if repeat_check:
                     if first is None:
                         first = prep.output.array.copy()
                     elif not bitwise_equal(cupy, first, prep.output.array):
-                        identical = False
-        prep.torch_stream.synchronize()
-        run.times_ms = [float(s.elapsed_time(e)) for s, e in events]
-        if not bool(prep.output.intact_flag() & ws.intact_flag()):  # one synchronisation; offsets only if broken
-            run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
-        if repeat_check and runs > 1:
-            run.bitwise_identical = identical
+                        pending.identical = False
         if prep.problem.direction == "dgrad" and prep.problem.cropped_input != prep.problem.input:
-            _zero_cropped_rows(prep)
-    return run
+            _zero_cropped_rows(prep)  # enqueued after the plan, on the same stream
+    pending.workspace = ws
+    return pending
 
 
 def _zero_cropped_rows(prep: Prepared) -> None:
