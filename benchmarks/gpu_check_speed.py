@@ -8,6 +8,9 @@ the comparison for the first layer of each dtype, are reported separately), the 
 and the bytes copied between host and device during one check, measured from
 the CUDA activity trace (CUPTI via torch.profiler, so CuPy's and cuDNN's copies
 count too). Targets: ratio < 1.3; only scalars and mismatch indices cross.
+Per layer it also splits the check along the stream's timeline (fill, cuDNN with
+its poison, torch, the bound's majorant, the comparison through its transfer), so
+one GPU run says where the remaining time goes.
 
 Without a GPU it runs the CPU path at --mb 1 on the first layers instead
 (torch vs the float64 NumPy reference), so the script is exercised everywhere.
@@ -31,8 +34,9 @@ from convcheck import backends, read_batch_file, run_check  # noqa: E402
 def gpu(args, problems) -> int:
     from convcheck.device_check import count_copies, device_check
 
-    print("| layer | dtype | graph build s | first check s | cuDNN ms | torch ms | check ms | ratio | HtoD B | DtoH B | status | compare |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| layer | dtype | graph build s | first check s | cuDNN ms | torch ms | check ms | ratio | "
+          "stages fill/cudnn/torch/bound/compare ms | HtoD B | DtoH B | status | compare |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0.0
     for dtype in args.dtypes.split(","):
         for p in problems:
@@ -46,7 +50,8 @@ def gpu(args, problems) -> int:
             worst = max(worst, ratio)
             status = "passed" if best.comparison.passed else "FAILED"
             print(f"| {p.name or p.descriptor()} | {dtype} | {first.graph_build_s:.3f} | {first.check_s:.3f} | {best.cudnn_ms:.3f} | "
-                  f"{best.torch_ms:.3f} | {best.check_s * 1e3:.3f} | {ratio:.2f} | {copies.get('HtoD', copies.get('error'))} | "
+                  f"{best.torch_ms:.3f} | {best.check_s * 1e3:.3f} | {ratio:.2f} | "
+                  f"{'/'.join(f'{v:.3f}' for v in best.stages_ms.values())} | {copies.get('HtoD', copies.get('error'))} | "
                   f"{copies.get('DtoH', '-')} | {status} | {best.comparison.kernel} |")
     print(f"\nworst ratio {worst:.2f} (target < 1.3); bound: {best.bound_note}")
     return 0

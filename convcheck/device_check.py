@@ -27,7 +27,7 @@ and says so (``bound_note``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .bound import Majorant, make_bound
@@ -48,6 +48,9 @@ class DeviceCheck:
     engine: str
     cached: bool
     bound_note: str = ""
+    #: ms on the stream's timeline per stage: fill, cudnn (poison + plan), torch, bound
+    #: (the majorant), compare (through the verdict's transfer and the host's wait for it)
+    stages_ms: dict = field(default_factory=dict)
 
 
 def _prepared(problem: ConvProblem, inputs_template):
@@ -104,27 +107,35 @@ def _check(problem, prep, index, seed, bound, build_s, cached) -> DeviceCheck:
     from .backends import cudnn_graph, torch_conv
     from .math_mode import torch_conv_math
 
+    # Stage marks on the stream's timeline: where the check's time goes, GPU side (a stage
+    # also holds any wait for the host to enqueue its work).
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
     start = time.perf_counter()
+    marks[0].record()
     t = _fill(prep, seed)
+    marks[1].record()
     # Everything below is enqueued on one stream; the host waits once, for the verdict's
     # scalars, and then reads the plan's events and redzones (pending.collect()).
     pending = cudnn_graph.launch_plan(prep, index)
     ours = cudnn_graph.result_tensor(prep)
     with torch_conv_math(tf32=problem.dtype == "tf32"):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
+        marks[2].record()
         bias = t.get("B")
         ref, _ = torch_conv.compute(problem, t.get("X"), t.get("W"), t.get("DY"), None if bias is None else bias.reshape(-1))
-        e1.record()
+        marks[3].record()
         a, note = _magnitudes(problem, t)
+        marks[4].record()
         c = compare(ours, ref, make_bound(bound, problem, ("cudnn", "torch")), a, compiled=True)
+        marks[5].record()
     run = pending.collect()
     check_s = time.perf_counter() - start
     if not run.built or run.redzone:
         c.passed = False
         note += f"; plan {run.name}: {run.error or '; '.join(run.redzone)}"
-    return DeviceCheck(problem, c, run.times_ms[0] if run.times_ms else float("nan"), float(e0.elapsed_time(e1)),
-                       check_s, build_s, run.name, cached, note)
+    span = [float(marks[i].elapsed_time(marks[i + 1])) for i in range(5)]
+    stages = dict(zip(("fill", "cudnn", "torch", "bound", "compare"), span))
+    return DeviceCheck(problem, c, run.times_ms[0] if run.times_ms else float("nan"), stages["torch"],
+                       check_s, build_s, run.name, cached, note, stages)
 
 
 def _magnitudes(problem: ConvProblem, t: dict):
