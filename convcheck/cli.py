@@ -298,11 +298,17 @@ def cmd_rerun(args) -> int:
     result = run_check(problem_from_record(rec), backend=rec["backend"], reference=rec["reference"], device=device,
                        seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"))
     code = _emit(result, args.json, None)
-    same = result.status == rec.get("status") and result.record()["max_abs_diff"] == rec.get("max_abs_diff")
-    print(f"rerun of record {args.index if args.index is not None else args.name!r}: recorded {rec.get('status')} "
-          f"(max|diff| {rec.get('max_abs_diff')}), now {result.status} (max|diff| {result.record()['max_abs_diff']}): "
-          f"{'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
+    _say_reproduced(args, rec, result.status, result.record()["max_abs_diff"])
     return code
+
+
+def _say_reproduced(args, rec: dict, status: str, max_abs_diff) -> None:
+    """Whether a rerun gave the recorded verdict and the recorded max|diff|, bit for bit."""
+    same = status == rec.get("status") and max_abs_diff == rec.get("max_abs_diff")
+    which = args.index if args.index is not None else repr(args.name)
+    plan = f" (plan {rec['engine']})" if rec.get("engine") else ""
+    print(f"rerun of record {which}{plan}: recorded {rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), "
+          f"now {status} (max|diff| {max_abs_diff}): {'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
 
 
 def _rerun_engine(rec: dict, args) -> int:
@@ -317,10 +323,7 @@ def _rerun_engine(rec: dict, args) -> int:
     print(json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) if args.json else
           f"# {problem}\n" + format_table(records))
     now = ENGINE_STATUS[r.status]
-    same = now == rec.get("status") and r.max_abs_diff == rec.get("max_abs_diff")
-    print(f"rerun of record {args.index if args.index is not None else args.name!r} (plan {rec['engine']}): recorded "
-          f"{rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), now {now} (max|diff| {r.max_abs_diff}): "
-          f"{'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
+    _say_reproduced(args, rec, now, r.max_abs_diff)
     return 1 if now == "failed" else 0
 
 

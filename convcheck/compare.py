@@ -238,9 +238,10 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = F
             shape_error=f"shape mismatch: ours {tuple(a.shape)}, reference {tuple(b.shape)}",
         )
     if b.numel() == 0:
+        summary = bound.summary(0.0)
         return Comparison(passed=True, total=0, outside=0, max_abs_diff=0.0, worst_index=(), max_ratio=0.0,
-                          rtol=bound.summary(0.0).get("rtol"), atol=bound.summary(0.0).get("atol"), ref_abs_max=0.0,
-                          bound=bound.name, derivation=bound.derivation(), device=device, bound_params=bound.summary(0.0))
+                          rtol=summary.get("rtol"), atol=summary.get("atol"), ref_abs_max=0.0,
+                          bound=bound.name, derivation=bound.derivation(), device=device, bound_params=summary)
     per = None
     if compiled:
         stats, kernel = _Compiled.summary(a, b, *_bound_args(bound, abs_conv, b.device, as_tensor=True))

@@ -23,7 +23,7 @@ import numpy as np
 from .bound import make_bound
 from .check import abs_conv, run_check
 from .compare import error_ratio_map
-from .sweep import problem_from_record, read_records, record_label
+from .sweep import problem_from_record, read_records, record_label, severity
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -147,8 +147,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
                 _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
                 _cell((r.get("message") or "")[:160] or None)]) + "</tr>")
-    order = {"failed": 0, "error": 1, "mistrusted": 2}
-    ranked = sorted(range(len(records)), key=lambda i: (order.get(records[i].get("status"), 3), -(records[i].get("bound_ratio") or 0.0)))
+    ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
     cases = []
     for i in [i for i in ranked if records[i].get("status") in ("failed", "mistrusted", "passed")][:pictures]:
         r = records[i]

@@ -491,15 +491,20 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         restore()
     summary.stopped_by = stop.signum
     summary.wall_s = time.perf_counter() - start
-    summary.worst = sorted(summary.worst, key=lambda r: (_SEVERITY.get(r["status"], 5), -(r.get("bound_ratio") or 0.0)))[:5]
+    summary.worst = sorted(summary.worst, key=severity)[:5]
     return summary
 
 
 _SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "unsupported": 3, "passed": 4}
 
 
+def severity(rec: dict) -> tuple:
+    """Sort key putting the worst record first: by status, then by error/bound, largest first."""
+    return _SEVERITY.get(rec.get("status"), 5), -(rec.get("bound_ratio") or 0.0)
+
+
 def _worst_of(recs: list[dict]) -> dict:
-    return min(recs, key=lambda r: (_SEVERITY.get(r["status"], 5), -(r.get("bound_ratio") or 0.0)))
+    return min(recs, key=severity)
 
 
 def format_summary(summary: SweepSummary, out: Path) -> str:

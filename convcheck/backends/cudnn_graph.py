@@ -354,9 +354,6 @@ class PendingRun:
     run: PlanRun
     workspace: Any = None
     events: list = field(default_factory=list)  # (start, end) per timed run
-    identical: bool = True
-    repeat_check: bool = False
-    runs: int = 1
 
     def collect(self) -> PlanRun:
         run, prep, ws = self.run, self.prep, self.workspace
@@ -367,8 +364,6 @@ class PendingRun:
         with prep.cupy_stream:
             if not bool(prep.output.intact_flag() & ws.intact_flag()):  # one synchronisation; offsets only if broken
                 run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
-        if self.repeat_check and self.runs > 1:
-            run.bitwise_identical = self.identical
         return run
 
 
@@ -378,7 +373,7 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
     import torch
 
     run = build_plan(prep, index)
-    pending = PendingRun(prep, run, repeat_check=repeat_check, runs=runs)
+    pending = PendingRun(prep, run)
     if not run.built:
         return pending
     _, _, poison = _buffer_kind(prep.problem)
@@ -391,6 +386,7 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
             ws = prep.workspaces[index] = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
         pack = prep.pack
         first = None
+        identical = True
         for i in range(warmup + runs):
             prep.output.array[...] = poison
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -408,7 +404,9 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
                     if first is None:
                         first = prep.output.array.copy()
                     elif not bitwise_equal(cupy, first, prep.output.array):
-                        pending.identical = False
+                        identical = False
+        if repeat_check and runs > 1:
+            run.bitwise_identical = identical
         if prep.problem.direction == "dgrad" and prep.problem.cropped_input != prep.problem.input:
             _zero_cropped_rows(prep)  # enqueued after the plan, on the same stream
     pending.workspace = ws
