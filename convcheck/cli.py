@@ -177,7 +177,19 @@ def _parse_problem(args):
 
 
 def _heuristics(args):
-    return tuple(h.strip() for h in args.heuristics.split(",") if h.strip()) if args.heuristics else None
+    """--heuristics as a tuple, checked against the frontend's modes before anything runs
+    (where the frontend is missing, the cuDNN backend is unavailable and says so instead)."""
+    if not args.heuristics:
+        return None
+    names = tuple(h.strip() for h in args.heuristics.split(",") if h.strip())
+    from .backends import cudnn_graph, frontend_compat
+
+    try:
+        cudnn = frontend_compat.import_frontend()
+    except ImportError:
+        return names
+    cudnn_graph.heur_modes(cudnn, names)
+    return names
 
 
 def cmd_engines(args) -> int:

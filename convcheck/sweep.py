@@ -450,6 +450,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         options = SweepOptions("cudnn", "torch", "cuda", bound, options.seed, True, options.heuristics)
     else:
         plan = resolve(options.backend, options.reference, options.device)
+        if options.heuristics and plan.backend != "cudnn":
+            raise BadInput(f"--heuristics applies to the cudnn backend only; this sweep checks {plan.backend}")
         options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed, heuristics=options.heuristics)
     skip = done_keys(out) if resume else set()
     summary = SweepSummary()

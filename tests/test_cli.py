@@ -166,3 +166,8 @@ def test_console_script_and_module_agree():
     assert a.returncode == b.returncode == 0
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
     assert ra["max_abs_diff"] == rb["max_abs_diff"] and ra["problem"] == rb["problem"]
+
+
+def test_unknown_heuristics_mode_is_named_before_anything_runs():
+    done = run_cli("engines", "mb2ic8ih9oc8oh9kh3ph1", "--heuristics", "a,zz")
+    assert done.returncode == 2 and "unknown heuristics mode 'zz'; the frontend has A, B, FALLBACK" in done.stderr

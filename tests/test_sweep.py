@@ -124,6 +124,12 @@ def test_bad_sweep_inputs_exit_2(tmp_path):
     bad = run_cli("diff", str(junk), str(junk))
     assert bad.returncode == 2 and "not a JSON record" in bad.stderr
     assert run_cli("sweep", "--out", str(tmp_path / "o")).returncode == 2
+    # --heuristics: checked against the frontend's modes, and only for cuDNN, before any record
+    for extra, says in ((["--heuristics", "a,bogus"], "unknown heuristics mode 'bogus'"),
+                        (["--heuristics", "a", "--backend", "torch", "--device", "cpu"], "cudnn backend only")):
+        bad = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--out", str(tmp_path / "h.jsonl"), *extra)
+        assert bad.returncode == 2 and says in bad.stderr, bad.stderr
+        assert not (tmp_path / "h.jsonl").exists()
 
 
 def _records_by_key(path):

@@ -254,6 +254,15 @@ class Prepared:
             return []
 
 
+def heur_modes(cudnn, names) -> list:
+    """The frontend's heuristics modes for ``names`` (any case), or BadInput naming the ones it has."""
+    known = [m for m in dir(cudnn.heur_mode) if m.isupper()]
+    for h in names:
+        if h.upper() not in known:
+            raise BadInput(f"unknown heuristics mode {h!r}; the frontend has {', '.join(known)}")
+    return [getattr(cudnn.heur_mode, h.upper()) for h in names]
+
+
 def prepare(problem: ConvProblem, inputs, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
     """Upload the operands, build the graph on them and create its execution plans.
 
@@ -286,12 +295,7 @@ def prepare(problem: ConvProblem, inputs, heuristics=HEURISTICS, math_filter: bo
         fc.set_stream(cudnn, handle, int(torch_stream.cuda_stream))
         _stage("validate", g.validate)
         _stage("build_operation_graph", g.build_operation_graph)
-        heur = []
-        for h in heuristics:
-            if not hasattr(cudnn.heur_mode, h.upper()):
-                raise BadInput(f"unknown heuristics mode {h!r}; the frontend has {', '.join(m for m in dir(cudnn.heur_mode) if m.isupper())}")
-            heur.append(getattr(cudnn.heur_mode, h.upper()))
-        _stage("create_execution_plans", g.create_execution_plans, heur)
+        _stage("create_execution_plans", g.create_execution_plans, heur_modes(cudnn, heuristics))
         deselected, selected = [], []
         if math_filter and problem.dtype == "fp32":
             notes = fc.tf32_notes(cudnn)
@@ -511,7 +515,7 @@ def plan_notes(problem: ConvProblem, heuristics=HEURISTICS) -> tuple[dict, str]:
     plan that still builds has it. Returns ({index: [notes]}, a remark)."""
     cudnn = fc.import_frontend()
     descs = host_descriptors(problem)
-    heur = [getattr(cudnn.heur_mode, h.upper()) for h in heuristics]
+    heur = heur_modes(cudnn, heuristics)
 
     def fresh():
         cg = build_graph(cudnn, problem, descs)
