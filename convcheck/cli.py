@@ -64,9 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what it is compared with (default: torch for cudnn, numpy for torch)")
     c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (recorded)")
-    c.add_argument("--bound", choices=BOUNDS, default="elementwise",
-                   help="elementwise (default): per-element from accumulation depth and roundoffs; "
-                        "lesson: the seed's rtol/atol; exact: integer inputs, identical outputs only")
+    c.add_argument("--bound", choices=BOUNDS, default="auto",
+                   help="auto (default): exact for fp32/tf32 (precision-sensitive exact fill), else elementwise; "
+                        "elementwise: per element from accumulation depth, roundoffs and the data's magnitudes; "
+                        "lesson: the seed's fp32 rtol/atol; exact: inputs on a grid, identical outputs only")
     c.add_argument("--json", action="store_true", help="print one JSON record instead of the report")
     c.add_argument("--evidence", metavar="FILE", help="write the report and the JSON record (with all versions) to FILE")
     c.add_argument("--save-lesson", metavar="DIR", help="write conv_shapes.txt and conv_{x,w,y}.f32 of this run (y = the output under test)")
@@ -77,13 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     l = sub.add_parser("lesson", help="check the C++ lesson's stored files against torch", epilog=EPILOG)
     l.add_argument("directory", help="folder with conv_shapes.txt, conv_x.f32, conv_w.f32, conv_y.f32")
     l.add_argument("--device", choices=("cpu", "cuda"), help="where torch recomputes (default: cuda if usable)")
+    l.add_argument("--bound", choices=("elementwise", "lesson"), default="elementwise",
+                   help="elementwise (default): the worst-case bound valid for any data; lesson: the seed's rule exactly")
     l.add_argument("--json", action="store_true")
     l.add_argument("--evidence", metavar="FILE")
 
     n = sub.add_parser("engines", help="list, check and time every cuDNN engine for one problem", epilog=EPILOG)
     _problem_args(n)
     n.add_argument("--seed", type=int, default=0)
-    n.add_argument("--bound", choices=BOUNDS, default="elementwise")
+    n.add_argument("--bound", choices=BOUNDS, default="auto")
     n.add_argument("--json", action="store_true", help="one JSON record per engine")
     n.add_argument("--evidence", metavar="FILE", help="write the table and the records to FILE")
     _engine_args(n)
@@ -101,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
     w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--fuse", default="", metavar="OPS")
-    w.add_argument("--bound", choices=BOUNDS, default="elementwise")
+    w.add_argument("--bound", choices=BOUNDS, default="auto")
     w.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto")
     w.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"))
     w.add_argument("--device", choices=("cpu", "cuda"))
@@ -245,7 +248,7 @@ def cmd_lesson(args) -> int:
     from .lesson_io import read_lesson
 
     files = read_lesson(args.directory)
-    result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device)
+    result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound)
     return _emit(result, args.json, args.evidence)
 
 

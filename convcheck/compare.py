@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .bound import Majorant, dense_abs_conv
+from .magnitudes import Magnitudes
 
 MAX_REPORTED_MISMATCHES = 10
 
@@ -113,12 +114,15 @@ def _aligned(ours: Any, ref: Any):
     return a, b
 
 
-def _elementwise(a, b, apply, structure, terms, abs_conv):
+def _elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at):
     """The per-element core both the verdict and the error map use:
     (a64, b64, allowed, inside, effective |diff|, max|ref| as a 0-d tensor).
 
     Pure tensor code with the bound given as its formula (``apply``, ``structure``) and its
-    numbers (``terms``, floats or a tensor), so ``torch.compile`` can fuse the whole pass."""
+    numbers (``terms``, floats or a tensor), so ``torch.compile`` can fuse the whole pass.
+    ``overflow_at``: the |value| from which the output type rounds to infinity; a true
+    value beyond it (by more than the allowed error) expects infinity of its sign, one
+    within the allowed error of it may be either."""
     import torch
 
     a64, b64 = a.to(torch.float64), b.to(torch.float64)
@@ -126,12 +130,16 @@ def _elementwise(a, b, apply, structure, terms, abs_conv):
     finite_ref = torch.isfinite(b64)
     ref_abs_max = torch.where(finite_ref, ref_abs, 0.0).amax()
     # Where the reference is NaN or infinite only an identical answer passes.
-    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, dense_abs_conv(abs_conv)), 0.0)
+    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, dense_abs_conv(mag_a), mag_s2), 0.0)
     diff = (a64 - b64).abs()
     same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
-    inside = ((diff <= allowed) & finite_ref) | same
-    # NaN differences count as infinitely large so the worst element is reported.
-    effective = torch.where(same, 0.0, torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")))
+    overflowed = torch.isinf(a64) & finite_ref & (a64 * b64 > 0) & (ref_abs + allowed >= overflow_at)
+    must_overflow = finite_ref & (ref_abs - allowed >= overflow_at)
+    inside = ((diff <= allowed) & finite_ref & ~must_overflow) | same | overflowed
+    # NaN differences (and a finite answer where infinity was due) count as infinitely
+    # large so the worst element is reported.
+    effective = torch.where(same | overflowed, 0.0, torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")))
+    effective = torch.where(must_overflow & ~overflowed, float("inf"), effective)
     return a64, b64, allowed, inside, effective, ref_abs_max
 
 
@@ -157,8 +165,8 @@ def _reduce(a64, b64, allowed, inside, effective, ref_abs_max):
     ])
 
 
-def _summary(a, b, apply, structure, terms, abs_conv):
-    return _reduce(*_elementwise(a, b, apply, structure, terms, abs_conv))
+def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at):
+    return _reduce(*_elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at))
 
 
 class _Compiled:
@@ -204,26 +212,37 @@ def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndar
     return _ratio(effective, allowed).cpu().numpy()
 
 
-def _bound_args(bound, abs_conv, device, as_tensor: bool = False) -> tuple:
-    """(formula, structure, numbers, conv(|x|,|w|) on ``device`` or None) for ``_elementwise``."""
+def _bound_args(bound, magnitudes, device, as_tensor: bool = False) -> tuple:
+    """(formula, structure, numbers, A, S2, overflow threshold) for ``_elementwise``.
+
+    ``magnitudes``: a :class:`~convcheck.magnitudes.Magnitudes`, or A alone (an array of any
+    library or a :class:`~convcheck.bound.Majorant`). Without S2 the variance-aware form is
+    left out (the bound is then looser, never wrong)."""
     import torch
 
+    structure = bound.structure
+    a = s2 = None
     if getattr(bound, "needs_abs_conv", False):
-        if abs_conv is None:
+        if magnitudes is None:
             raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
-        if not isinstance(abs_conv, Majorant):
-            abs_conv = to_torch(abs_conv).to(device=device, dtype=torch.float64)
-    else:
-        abs_conv = None
+        a, s2 = magnitudes if isinstance(magnitudes, Magnitudes) else (magnitudes, None)
+        if not isinstance(a, Majorant):
+            a = to_torch(a).to(device=device, dtype=torch.float64)
+        if s2 is not None:
+            s2 = to_torch(s2).to(device=device, dtype=torch.float64)
+        elif isinstance(structure, tuple) and structure[1]:
+            structure = (structure[0], False)
     terms = _terms_tensor(bound.terms(), str(device)) if as_tensor else bound.terms()
-    return bound.apply, bound.structure, terms, abs_conv
+    return bound.apply, structure, terms, a, s2, float(getattr(bound, "overflow_at", float("inf")))
 
 
 def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = False) -> Comparison:
     """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
 
-    ``abs_conv`` is conv(|x|, |w|) (any library, or a :class:`~convcheck.bound.Majorant`),
-    needed by bounds whose ``needs_abs_conv`` is true; it is moved to the comparison's device.
+    ``abs_conv`` is the magnitudes the bound is built from (a
+    :class:`~convcheck.magnitudes.Magnitudes`, or conv(|x|, |w|) alone: any library, or a
+    :class:`~convcheck.bound.Majorant`), needed by bounds whose ``needs_abs_conv`` is true;
+    it is moved to the comparison's device.
     ``compiled`` runs the verdict's pass through ``torch.compile`` (worth it where the same
     kind of problem is checked many times, as on the GPU path; the first call compiles)."""
     import torch

@@ -18,15 +18,14 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from . import backends
-from .bound import make_bound
-from .check import DEFAULT_BOUND, Plan, abs_conv, device_scope
+from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, make_bound, resolve as resolve_bound
+from .check import Plan, abs_conv, device_scope
 from .compare import compare
 from .errors import Unsupported
 from .fill import make_inputs
 from .problem import ConvProblem
 
 DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
-INEXACT_ALGORITHMS = {"WINOGRAD", "FFT"}
 
 
 @dataclass
@@ -74,7 +73,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
 
     backends.require("cudnn", "cuda")
     ref_impl = backends.require("torch", "cuda")
-    bound_name = bound or DEFAULT_BOUND
+    bound_name = resolve_bound(bound, problem)
     heuristics = tuple(heuristics or cudnn_graph.HEURISTICS)
     inputs = make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random")
     plan = Plan("cudnn", "cuda", "torch", "cuda")
@@ -89,7 +88,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         if engine is not None and not indices:
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
         ref, _ = ref_impl.run(problem, inputs, "cuda")
-        magnitudes = abs_conv(problem, inputs, "cuda")
+        magnitudes = abs_conv(problem, inputs, "cuda", squares=True)
         kept = {}
         for i in indices:
             run = cudnn_graph.execute_plan(prep, i, runs=max(timing_runs, repeat), warmup=warmup, repeat_check=repeat > 1)
@@ -111,6 +110,9 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             if bound_name == "exact" and INEXACT_ALGORITHMS & set(numerical):
                 this_bound = "elementwise"
                 rec.message = "Winograd/FFT transform the data: not exact, judged by the elementwise bound"
+            elif bound_name == "exact" and judged.dtype != problem.dtype:
+                this_bound = "elementwise"  # the fp32 exact fill has 13-bit inputs, which TF32 rounds
+                rec.message = "TF32 rounds the fp32 exact fill: judged by the elementwise bound as TF32"
             reduced = "REDUCED_PRECISION_REDUCTION" in numerical
             if reduced:
                 rec.judged_as += " with reduced-precision accumulation (engine note)"
@@ -176,7 +178,7 @@ def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
     with torch.cuda.stream(stream):
         y, info = cudnn_graph.run(problem.with_(dtype="tf32"), inputs, "cuda")
         ref, _ = torch_conv.run(problem, inputs, "cuda")
-        a = abs_conv(problem, inputs, "cuda")
+        a = abs_conv(problem, inputs, "cuda", squares=True)
         as_fp32 = compare(y, ref, make_bound("elementwise", problem, ("cudnn", "torch")), a)
         as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), ("cudnn", "torch")), a)
     stream.synchronize()

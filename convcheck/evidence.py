@@ -37,9 +37,14 @@ def _tolerance_line(c) -> str:
         return f"tolerance |ours - ref| <= {c.atol:.3e} + {c.rtol:.3e}*|ref|   (lesson bound)"
     if c.bound == "elementwise":
         p = c.bound_params
-        return (f"tolerance |ours - ref| <= {p['coef_abs_conv']:.3e}*conv(|x|,|w|) + {p['rtol']:.3e}*|ref|   "
+        if p.get("data") == "given":
+            return (f"tolerance |ours - ref| <= {p['coef_abs_conv']:.3e}*conv(|x|,|w|) + {p['rtol']:.3e}*|ref|   "
+                    "(elementwise bound for given data: worst case, any summation order, no false alarms)")
+        variance = (f"min({p['coef_abs_conv']:.3e}*conv(|x|,|w|), {p['coef_sqrt_s2']:.3e}*sqrt(conv(x^2,w^2)))"
+                    if p.get("coef_sqrt_s2") else f"{p['coef_abs_conv']:.3e}*conv(|x|,|w|)")
+        return (f"tolerance |ours - ref| <= {variance} + {p['rtol']:.3e}*|ref|   "
                 f"(elementwise bound, lambda {p['lambda']:.2f}, false-alarm probability <= {p['p_false']:g} per check)")
-    return "tolerance none: only identical outputs pass   (exact bound, integer inputs)"
+    return "tolerance none: only identical outputs pass   (exact bound, inputs on an exact grid)"
 
 
 def _math_lines(info: dict) -> list[str]:
@@ -80,7 +85,11 @@ def report_text(result: CheckResult) -> str:
     lines.append(f"reference {_IMPL.get(plan.reference, plan.reference)} on {plan.reference_device}")
     lines += _math_lines(r)
     if result.fill == "exact":
-        lines.append(f"inputs    exact integer fill, input density {result.density:.3g} (seed {result.seed})")
+        grid = ("13-bit values x small integers (exact in fp32, not in TF32/bf16)" if p.dtype == "fp32" else
+                "11-bit values x small integers (exact in TF32)" if p.dtype == "tf32" else "small integers")
+        lines.append(f"inputs    exact fill: {grid}, thinned to density {result.density:.3g} (seed {result.seed})")
+    elif result.fill == "given":
+        lines.append("inputs    given (the caller's data)")
     else:
         lines.append(f"inputs    uniform random in [-1, 1) (seed {result.seed})")
     if result.planted:

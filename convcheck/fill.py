@@ -5,13 +5,25 @@ any kernel), fresh per problem and reproducible from the recorded seed. For
 fp16/bf16 problems they are rounded to that type first, so every
 implementation, the float64 reference included, reads identical values.
 
-``exact`` (benchdnn's method, DESIGN.md 3): small integers in [-2, 2], the input
-thinned to a density at which every partial sum of every output is an integer
-no larger than 2^digits, where digits is the precision of the narrower of the
-output type and the fp32 accumulator. Then every summation order gives the same,
-exactly representable answer, and any difference at all is a bug. The density
-is verified, not just estimated: conv(|x|, |w|) in float64 bounds every partial
-sum, and the fill is thinned again until its largest value fits.
+``exact`` (benchdnn's method, DESIGN.md 3 and 3b): values on a grid, the operand summed
+over (x for fprop and wgrad, dy for dgrad) thinned to a density at which every partial
+sum of every output stays exactly representable in the narrower of the output type and
+the fp32 accumulator. Then every summation order gives the same, exact answer, and any
+difference at all is a bug. Two grids:
+
+* fp32 and TF32 (*precision-sensitive*): the thinned operand holds ``m * 2^-b`` with
+  ``1 <= |m| < 2^b`` (b = 13 for fp32, 11 for TF32, so an fp32 value keeps 12-13
+  significant bits that TF32's 11 and bf16's 8 cannot hold), the other operands are
+  +-1 or +-2, partial sums stay below 2^24 units of 2^-b. TF32 or bf16 rounding of the
+  inputs, or an fp16 accumulator, changes the answer at any depth; benchdnn's integer
+  fill is blind to TF32 by construction.
+* fp16 and bf16: integers in [-2, 2], sums below 2^digits of the output type.
+
+The density is verified, not just estimated: conv(|x|, |w|) bounds every partial sum,
+and the fill is thinned again until its largest value fits.
+
+Inputs a caller supplies are ``kind="given"`` (the default of :class:`ConvInputs`): they
+are judged by the bound valid for any data, never by one that assumes this module's fill.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ class ConvInputs:
     x: np.ndarray
     w: np.ndarray
     seed: int
-    kind: str = "random"
+    kind: str = "given"  # "random" / "exact": drawn here; "given": the caller's own data
     density: float = 1.0
     dy: np.ndarray | None = None
     bias: np.ndarray | None = None
@@ -60,37 +72,55 @@ def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random") -> Co
     x, w = draw(problem.x_shape), draw(problem.w_shape)
     dy = draw(problem.y_shape) if problem.direction != "fprop" else None
     bias = draw((problem.oc,)) if "bias" in problem.fuse else None
-    return ConvInputs(x=x, w=w, seed=seed, dy=dy, bias=bias)
+    return ConvInputs(x=x, w=w, seed=seed, kind="random", dy=dy, bias=bias)
+
+
+#: Significant bits of the thinned operand of the precision-sensitive fill.
+PRECISE_BITS = {"fp32": 13, "tf32": 11}
 
 
 def _exact(problem: ConvProblem, rng, seed: int) -> ConvInputs:
-    """Integer operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned."""
+    """Grid operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned."""
     from dataclasses import replace
 
-    from .backends.numpy_ref import compute
+    from .magnitudes import compute as magnitudes
 
-    limit = 2.0 ** exact_digits(problem.dtype)
-    safe_terms = limit / (EXACT_MAX * EXACT_MAX)
-    density = min(1.0, safe_terms / problem.accumulation_depth)
-
-    def ints(shape):
-        return rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=shape).astype(np.float32)
-
-    x, w = ints(problem.x_shape), ints(problem.w_shape)
-    dy = ints(problem.y_shape) if problem.direction != "fprop" else None
-    bias = ints((problem.oc,)) if "bias" in problem.fuse else None
+    bits = PRECISE_BITS.get(problem.dtype)
     thinned = "dy" if problem.direction == "dgrad" else "x"
+    if bits is not None:
+        unit = 2.0 ** -bits
+        limit = 2.0 ** (24 - bits)  # partial sums below 2^24 units of 2^-bits are exact in fp32
+        mean_term, max_term = 0.5 * 1.5, 2.0
+
+        def draw(shape, role):
+            sign = rng.choice(np.array([-1.0, 1.0], np.float32), size=shape)
+            if role == thinned:
+                return (sign * rng.integers(1, 2 ** bits, size=shape) * unit).astype(np.float32)
+            return (sign * rng.integers(1, 3, size=shape)).astype(np.float32)
+    else:
+        limit = 2.0 ** exact_digits(problem.dtype)
+        mean_term, max_term = 1.2 * 1.2, float(EXACT_MAX * EXACT_MAX)
+
+        def draw(shape, role):
+            return rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=shape).astype(np.float32)
+
+    n = max(problem.accumulation_depth, 1)
+    x, w = draw(problem.x_shape, "x"), draw(problem.w_shape, "w")
+    dy = draw(problem.y_shape, "dy") if problem.direction != "fprop" else None
+    bias = (rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=(problem.oc,)).astype(np.float32)
+            if "bias" in problem.fuse else None)
+    headroom = limit - (0 if bias is None else EXACT_MAX)
     full = dy if thinned == "dy" else x
     keep = rng.random(full.shape)
     plain = replace(problem, fuse=())  # the bound is about the sums, before bias and activation
+    # Aim at half the limit on average; the check below makes sure of the largest output.
+    density = 1.0 if n * max_term <= headroom else min(1.0, 0.5 * headroom / (n * mean_term))
     inputs = ConvInputs(x=x, w=w, seed=seed, kind="exact", density=density, dy=dy, bias=bias)
-    for _ in range(30):
+    for _ in range(40):
         inputs = replace(inputs, density=density, **{thinned: np.where(keep < density, full, np.float32(0))})
-        if density >= 1.0 and problem.accumulation_depth * EXACT_MAX * EXACT_MAX <= limit:
+        if density >= 1.0 and n * max_term <= headroom:
             break  # cannot exceed the limit even in the worst case
-        magnitudes = replace(inputs, x=np.abs(inputs.x), w=np.abs(inputs.w),
-                             dy=None if inputs.dy is None else np.abs(inputs.dy))
-        if compute(plain, magnitudes).max(initial=0.0) + (0 if bias is None else EXACT_MAX) <= limit:
+        if float(magnitudes(plain, inputs, "cpu").a.max()) <= headroom:
             break
         density /= 2
     return inputs

@@ -119,8 +119,8 @@ def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, str]:
     if result.outputs is None:
         return None, f"re-run gave {result.status}: {result.message}"
     ours, ref, inputs = result.outputs
-    bound = make_bound(rec.get("bound") or "elementwise", problem, (result.plan.backend, result.plan.reference))
-    a = abs_conv(problem, inputs, "cpu" if result.plan.reference_device == "cpu" else "cuda") if bound.needs_abs_conv else None
+    bound = make_bound(result.bound, problem, (result.plan.backend, result.plan.reference))
+    a = abs_conv(problem, inputs, "cpu" if result.plan.reference_device == "cpu" else "cuda", squares=True) if bound.needs_abs_conv else None
     return error_ratio_map(ours, ref, bound, a), f"re-run: {result.status}, err/bound {result.comparison.max_ratio:.3g}"
 
 

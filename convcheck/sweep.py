@@ -68,6 +68,18 @@ def record_label(rec: dict) -> str:
     return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
 
 
+def _resolved_bound(name: str | None, problem) -> str | None:
+    """The bound a record of ``problem`` names (``auto`` resolved, as the check records it)."""
+    from .bound import resolve
+
+    if problem is None:
+        return name
+    try:
+        return resolve(name, problem)
+    except ConvCheckError:
+        return name
+
+
 def _identity(item: "Item", options: SweepOptions) -> dict:
     """The fields of a record that ``record_key`` reads, for an item checked with (resolved) ``options``."""
     p = item.problem
@@ -75,7 +87,7 @@ def _identity(item: "Item", options: SweepOptions) -> dict:
         "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
         "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
-        "bound": options.bound, "seed": options.seed, "backend": options.backend, "reference": options.reference,
+        "bound": _resolved_bound(options.bound, p), "seed": options.seed, "backend": options.backend, "reference": options.reference,
         "planted_bug": None, **({"engines": "all"} if options.all_engines else {}),
     }
 
@@ -436,7 +448,7 @@ def visible_gpus() -> list[int]:
 def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
               on_record=None, executor=None) -> SweepSummary:
     """Check every item, appending each record to ``out`` as soon as it exists."""
-    from .check import DEFAULT_BOUND
+    from .bound import DEFAULT_BOUND
 
     bound = options.bound or DEFAULT_BOUND
     if options.all_engines:

@@ -1,0 +1,105 @@
+"""The per-output sums of magnitudes that the elementwise bound is built from.
+
+For one output, with terms ``t_i = x_i * w_i`` (i = 1..n; for dgrad ``dy*w``, for
+wgrad ``x*dy``):
+
+* ``A  = sum |t_i|  = conv(|x|, |w|)`` (+|bias| when a bias is fused): every rounding
+  error of the sum is relative to terms whose magnitudes A adds up (Higham, 3.1);
+* ``S2 = sum t_i^2  = conv(x^2, w^2)``: the variance of a sum of independent symmetric
+  terms, which bounds every partial sum of convcheck's own random fill (DESIGN.md 3b).
+
+Both are convolutions of non-negative data, so they are computed with the fast fp32
+convolution of the device and then *inflated* by a proven factor for their own
+rounding: a sum of n non-negative fp32 products has relative error at most
+``gamma_n = n*u/(1-n*u)`` (u = 2^-24) in any order, so ``A <= A_fp32/(1 - gamma_n)``;
+a product that underflows loses at most 2^-126 (flush to zero), added n times. Data
+a caller gives may hold any magnitude (1e30 overflows fp32): it is summed in float64.
+On a GPU the sums stay in float64 (torch's cuDNN may pick a Winograd/FFT algorithm for
+an fp32 convolution, whose error is not bounded by gamma_n; float64 has none of those).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .problem import ConvProblem
+
+U32 = 2.0 ** -24
+U64 = 2.0 ** -53
+FP32_TINY = 2.0 ** -126  # smallest normal fp32: the most one flushed product can lose
+
+
+class Magnitudes(NamedTuple):
+    """``a`` = conv(|x|,|w|) (a tensor, or a :class:`~convcheck.bound.Majorant`),
+    ``s2`` = conv(x^2, w^2) or None where the bound does not use it."""
+
+    a: Any
+    s2: Any = None
+
+
+def inflation(n: int, u: float) -> float:
+    """1/(1 - gamma_n): how much a computed sum of n non-negative products may be short of the true one."""
+    nu = n * u
+    if nu >= 0.5:
+        raise ValueError(f"{n} terms are too many for a rigorous sum at unit roundoff {u:g}")
+    return 1.0 / (1.0 - nu / (1.0 - nu))
+
+
+def _sum_of(problem: ConvProblem, x, w, dy, device: str, dtype):
+    """conv(x, w) (or the dgrad/wgrad sum of ``dy``) on torch, TF32 pinned off."""
+    import torch
+
+    from .backends import torch_conv
+    from .math_mode import torch_conv_math
+
+    def put(a):
+        return None if a is None else torch.as_tensor(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+
+    with torch_conv_math(tf32=False):
+        out, _ = torch_conv.compute(replace(problem, fuse=()), put(x), put(w), put(dy))
+    return out
+
+
+def compute(problem: ConvProblem, inputs, device: str, squares: bool = False) -> Magnitudes:
+    """A (and S2 when ``squares``) for ``problem`` with ``inputs``, as float64 tensors on ``device``.
+
+    Own fill on the CPU: fp32 sums, inflated (see the module's docstring). Given data, or a
+    GPU: float64 sums, inflated by float64's own (negligible) factor."""
+    import torch
+
+    n = max(problem.accumulation_depth, 1)
+    fast = device == "cpu" and inputs.kind != "given" and n * U32 < 0.25
+    dtype, u = (torch.float32, U32) if fast else (torch.float64, U64)
+    # float64 products of fp32 values never underflow; fp32 products may (2^-126 each at most).
+    tiny = n * FP32_TINY if fast else 0.0
+
+    def mag(a, power):
+        return None if a is None else (np.abs(a) if power == 1 else np.square(a.astype(np.float64 if not fast else np.float32)))
+
+    def total(power):
+        s = _sum_of(problem, mag(inputs.x, power), mag(inputs.w, power), mag(inputs.dy, power), device, dtype)
+        # Squares are one more rounding per factor: (1+u)^2 more per term.
+        factor = inflation(n, u) * ((1.0 + u) ** 2 if power == 2 else 1.0)
+        return s.to(torch.float64) * factor + tiny
+
+    a = total(1)
+    if "bias" in problem.fuse:
+        a = a + torch.as_tensor(np.abs(inputs.bias), dtype=torch.float64, device=device).reshape(
+            (1, problem.oc) + (1,) * problem.ndim)
+    return Magnitudes(a, total(2) if squares else None)
+
+
+def structural_zeros(problem: ConvProblem, device: str = "cpu"):
+    """A bool tensor of the result's shape: True where the output's window reads no term at
+    all (only padding, or a stride that skips it), so it is zero by geometry, whatever the data."""
+    import torch
+
+    from .fill import ConvInputs
+
+    ones = ConvInputs(x=np.ones(problem.x_shape, np.float32), w=np.ones(problem.w_shape, np.float32), seed=-1,
+                      dy=None if problem.direction == "fprop" else np.ones(problem.y_shape, np.float32))
+    count = _sum_of(problem, ones.x, ones.w, ones.dy, device, torch.float32)
+    return count == 0
