@@ -58,8 +58,8 @@ def applies(bug: str, problem: ConvProblem) -> str | None:
     uses_x = problem.direction in ("fprop", "wgrad")
     if bug in ("drop-channel", "group-mix", "nhwc-as-nchw") and not uses_x:
         return "dgrad does not read the input x"
-    if bug == "fp16-accumulation" and (problem.direction != "fprop" or problem.fuse):
-        return "emulated for the plain forward convolution only"
+    if bug == "fp16-accumulation" and problem.fuse:
+        return "emulated for the plain convolution only (no fused epilogue)"
     if bug == "tf32-inputs" and problem.dtype not in ("fp32",):
         return f"{problem.dtype} inputs already hold at most TF32 precision"
     if bug == "bf16-inputs" and problem.dtype == "bf16":
@@ -134,26 +134,58 @@ def _fp16_output(y):
 
 
 def fp16_accumulation(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
-    """The convolution with every partial sum rounded to fp16 (a reduced-precision accumulator)."""
+    """The convolution with every partial sum rounded to fp16 (a reduced-precision accumulator).
+
+    Forward: every product added to an fp16 accumulator, channel by channel and tap by tap.
+    dgrad and wgrad: the accumulator is rounded to fp16 after each slice of the sum (one
+    output channel per group for dgrad, one image for wgrad), each slice summed exactly:
+    a split accumulation whose running total lives in fp16."""
+    if problem.direction != "fprop":
+        return _fp16_accumulation_backward(problem, inputs)
+    import torch
+
     from .backends.numpy_ref import pad_input
 
     g = problem.groups
     cg, kg = problem.ic // g, problem.oc // g
     n, out = problem.mb, problem.output
-    xp = pad_input(problem, inputs.x.astype(np.float32))
+    xp = torch.from_numpy(np.ascontiguousarray(pad_input(problem, inputs.x.astype(np.float32))))
     xp = xp.reshape(n, g, cg, *xp.shape[2:])
-    wk = inputs.w.astype(np.float32).reshape(g, kg, cg, *problem.kernel)
+    wk = torch.from_numpy(np.ascontiguousarray(inputs.w, dtype=np.float32)).reshape(g, kg, cg, *problem.kernel)
     if problem.mode == "conv":
-        wk = wk[(Ellipsis,) + (slice(None, None, -1),) * problem.ndim]
-    acc = np.zeros((n, g, kg, int(np.prod(out))), dtype=np.float16)
+        wk = wk.flip(dims=tuple(range(3, 3 + problem.ndim)))
+    acc = torch.zeros((n, g, kg, int(np.prod(out))), dtype=torch.float16)
+    # torch's float16 conversions use the CPU's F16C instructions (NumPy's are software).
     for tap in itertools.product(*(range(k) for k in problem.kernel)):
         window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, problem.dilation, out, problem.stride))
         xs = xp[(slice(None),) * 3 + window].reshape(n, g, cg, -1)
         wt = wk[(slice(None),) * 3 + tap]
         for c in range(cg):
-            prod = (wt[None, :, :, c, None] * xs[:, :, None, c, :]).astype(np.float16)
-            acc = (acc.astype(np.float32) + prod.astype(np.float32)).astype(np.float16)
-    return acc.astype(np.float32).reshape(n, problem.oc, *out)
+            prod = (wt[None, :, :, c, None] * xs[:, :, None, c, :]).to(torch.float16)
+            acc = (acc.to(torch.float32) + prod.to(torch.float32)).to(torch.float16)
+    return acc.to(torch.float32).numpy().reshape(n, problem.oc, *out)
+
+
+def _fp16_accumulation_backward(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
+    import torch
+
+    from .backends import torch_conv
+
+    def t(a):
+        return None if a is None else torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
+
+    if problem.direction == "dgrad":
+        kg = problem.oc // problem.groups
+        sub = replace(problem, oc=problem.groups)  # the j-th output channel of every group
+        slices = ((sub, None, inputs.w[j::kg], inputs.dy[:, j::kg]) for j in range(kg))
+    else:
+        sub = replace(problem, mb=1)
+        slices = ((sub, inputs.x[i:i + 1], inputs.w, inputs.dy[i:i + 1]) for i in range(problem.mb))
+    acc = torch.zeros(problem.result_shape, dtype=torch.float16)
+    for q, x, w, dy in slices:
+        part, _ = torch_conv.compute(q, t(x), t(w), t(dy))
+        acc = (acc.to(torch.float64) + part.to(torch.float32).to(torch.float64)).to(torch.float16)
+    return acc.to(torch.float32).numpy()
 
 
 def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
