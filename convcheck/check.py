@@ -57,7 +57,7 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
         if reason is None:
             backend, device = "cudnn", "cuda"
         else:
-            notes.append(f"cuDNN not used: {reason}")
+            notes.append(f"cuDNN not tested: {reason}")
             backend = "torch"
             device = device or "cpu"
             reference = reference or "numpy"
@@ -79,6 +79,8 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
     reference_device = "cpu" if reference in host_only else device
     if reference == backend:
         raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r})")
+    if not notes and "cudnn" not in (backend, reference):
+        notes.append(f"cuDNN not tested: {backend} vs {reference} was asked for")
     return Plan(backend, backend_device, reference, reference_device, notes)
 
 
@@ -228,6 +230,7 @@ def run_check(
     engine=None,
     repeat: int = 1,
     heuristics: tuple[str, ...] | None = None,
+    max_memory: int | None = None,
 ) -> CheckResult:
     """Run one check. Bad input raises BadInput; a backend that cannot run here
     raises BackendUnavailable; a problem the backend declines, or any failure
@@ -235,12 +238,17 @@ def run_check(
 
     ``bound``: ``elementwise`` (default), ``lesson`` or ``exact`` (which also
     switches the inputs to benchdnn's exact integer fill). ``engine`` (index or
-    name), ``repeat`` and ``heuristics`` are for the cudnn backend."""
+    name), ``repeat`` and ``heuristics`` are for the cudnn backend. A problem whose
+    estimated memory exceeds what is available (or ``max_memory`` bytes) raises
+    :class:`~convcheck.memory.TooLarge` before anything is allocated."""
     from .environment import versions
 
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, reference, device)
+    from .memory import require_fits
+
+    require_fits(problem, {plan.backend_device, plan.reference_device}, max_memory)  # before any allocation
     cudnn_options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
@@ -273,6 +281,9 @@ def run_check(
             t1 = time.perf_counter()
             ref, result.reference_info = ref_impl.run(problem, inputs, plan.reference_device)
             _sync_if_cuda(plan)
+            for info in (result.backend_info, result.reference_info):
+                if info.get("note") and info["note"] not in result.plan.notes:
+                    result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
             result.time_backend_s, result.time_reference_s = t1 - t0, time.perf_counter() - t1
             compare_device = "cpu" if plan.reference_device == "cpu" else "cuda"
             a = abs_conv(problem, inputs, compare_device, squares=data == "random") if bnd.needs_abs_conv else None

@@ -23,14 +23,46 @@ class _Parser(argparse.ArgumentParser):
     """argparse that exits with our bad-input code (2 is argparse's too) and one line."""
 
     def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"convcheck: error: {message}", file=sys.stderr)
+        print(f"convcheck: error: {message} (see '{self.prog} --help')", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+
+def _at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (argparse reports the rest in one line, exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 1.0:
+        raise argparse.ArgumentTypeError(f"must be greater than 1 (how many times a ratio moved), got {text}")
+    return value
+
+
+def _size(text: str) -> int:
+    from .memory import parse_size
+
+    try:
+        return parse_size(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("descriptor", help='benchdnn problem descriptor, e.g. mb2ic16ih14oc8oh14kh3ph1 (quote names: n"x")')
-    p.add_argument("--mb", type=int, help="override the descriptor's batch size (as benchdnn's --mb)")
+    p.add_argument("--mb", type=_at_least(1), help="override the descriptor's batch size (as benchdnn's --mb)")
     p.add_argument("--mode", choices=("xcorr", "conv"), default="xcorr",
                    help="cross-correlation (what deep learning calls convolution; default) or true convolution")
     p.add_argument("--dtype", choices=DTYPES, default="fp32",
@@ -47,7 +79,8 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", metavar="NAME|INDEX", help="run this plan (name as listed by 'engines', or its index)")
     p.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
-    p.add_argument("--repeat", type=int, default=1, help="run the engine N times; report whether results are bitwise identical")
+    p.add_argument("--repeat", type=_at_least(1), default=1, help="run the engine N times; report whether results are bitwise identical")
+    p.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse a problem whose check would need more (e.g. 8G)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"),
                    help="what it is compared with (default: torch for cudnn, numpy for torch)")
     c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
-    c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (recorded)")
+    c.add_argument("--seed", type=_at_least(0), default=0, help="seed of the random inputs (recorded)")
     c.add_argument("--bound", choices=BOUNDS, default="auto",
                    help="auto (default): exact for fp32/tf32 (precision-sensitive exact fill), else elementwise; "
                         "elementwise: per element from accumulation depth, roundoffs and the data's magnitudes; "
@@ -85,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     n = sub.add_parser("engines", help="list, check and time every cuDNN engine for one problem", epilog=EPILOG)
     _problem_args(n)
-    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--seed", type=_at_least(0), default=0)
     n.add_argument("--bound", choices=BOUNDS, default="auto")
     n.add_argument("--json", action="store_true", help="one JSON record per engine")
     n.add_argument("--evidence", metavar="FILE", help="write the table and the records to FILE")
@@ -96,9 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("descriptors", nargs="*", help="problem descriptors (besides --batch and --random)")
     w.add_argument("--batch", action="append", default=[], metavar="FILE", help="benchdnn batch file (repeatable)")
     w.add_argument("--match", metavar="REGEX", help="only batch-file lines matching this")
-    w.add_argument("--mb", type=int, help="override every problem's batch")
-    w.add_argument("--random", type=int, default=0, metavar="N", help="N seeded random problems over the whole space")
-    w.add_argument("--seed", type=int, default=0, help="seed of the inputs and of --random")
+    w.add_argument("--mb", type=_at_least(1), help="override every problem's batch")
+    w.add_argument("--random", type=_at_least(0), default=0, metavar="N", help="N seeded random problems over the whole space")
+    w.add_argument("--seed", type=_at_least(0), default=0, help="seed of the inputs and of --random")
     w.add_argument("--mode", choices=("xcorr", "conv"))
     w.add_argument("--dtype", choices=DTYPES)
     w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
@@ -112,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--resume", action="store_true", help="skip problems already in --out")
     w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
     w.add_argument("--quiet", action="store_true", help="no progress output")
-    w.add_argument("--jobs", type=int, default=1, help="local worker processes (a crash in one costs only its problems)")
+    w.add_argument("--jobs", type=_at_least(1), default=1, help="local worker processes (a crash in one costs only its problems)")
+    w.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse (and record) a problem whose check would need more")
     w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
     w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
     w.add_argument("--all-engines", action="store_true",
@@ -122,14 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     r.add_argument("file", help="a sweep's JSON-lines file")
     which = r.add_mutually_exclusive_group(required=True)
-    which.add_argument("--index", type=int, help="0-based record number")
+    which.add_argument("--index", type=_at_least(0), help="0-based record number")
     which.add_argument("--name", help="the first record whose problem contains this text")
     r.add_argument("--json", action="store_true")
 
     d = sub.add_parser("diff", help="what changed between two sweeps")
     d.add_argument("a")
     d.add_argument("b")
-    d.add_argument("--factor", type=float, default=10.0, help="report error/bound ratios that moved by more than this")
+    d.add_argument("--factor", type=_factor, default=10.0, help="report error/bound ratios that moved by more than this (> 1)")
     d.add_argument("--json", action="store_true")
 
     m = sub.add_parser("matrix", help="the same sweep under several versions (one environment each), then the diff",
@@ -137,13 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--cudnn", action="append", default=[], metavar="VERSION", help="an nvidia-cudnn-cu12/cu13 version")
     m.add_argument("--install", action="append", default=[], metavar="PKG==V", help="any pinned package")
     m.add_argument("--workdir", default="convcheck-matrix", help="where the environments and sweep files go")
-    m.add_argument("--factor", type=float, default=10.0)
+    m.add_argument("--factor", type=_factor, default=10.0)
     m.add_argument("sweep_args", nargs=argparse.REMAINDER, help="-- then the options of convcheck sweep")
 
     rp = sub.add_parser("report", help="one self-contained HTML page for a sweep file")
     rp.add_argument("file", help="a sweep's JSON-lines file")
     rp.add_argument("--html", required=True, metavar="OUT", help="the page to write")
-    rp.add_argument("--pictures", type=int, default=5, help="how many failed/worst cases to re-run and draw")
+    rp.add_argument("--pictures", type=_at_least(0), default=5, help="how many failed/worst cases to re-run and draw")
 
     e = sub.add_parser("env", help="every version that matters to a result")
     e.add_argument("--json", action="store_true")
@@ -195,14 +229,39 @@ def _heuristics(args):
     return names
 
 
+def _output_file(path, option: str):
+    """A file the command will write: refused before any work if it cannot be (a folder, or a
+    folder that does not exist)."""
+    from pathlib import Path
+
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{option} {path}: is a folder; expected a file name")
+    if not p.parent.is_dir():
+        raise BadInput(f"{option} {path}: folder {p.parent} does not exist")
+    return p
+
+
+def _output_folder(path, option: str):
+    from pathlib import Path
+
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise BadInput(f"{option} {path}: exists and is not a folder")
+    return p
+
+
 def cmd_engines(args) -> int:
     from .engines import check_engines, format_table
 
-    if args.repeat < 1:
-        raise BadInput(f"--repeat must be at least 1, got {args.repeat}")
     problem = _parse_problem(args)
+    _output_file(args.evidence, "--evidence")
     records, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
-                                     engine=args.engine, repeat=args.repeat)
+                                     engine=args.engine, repeat=args.repeat, max_memory=args.max_memory)
     lines = [json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) for r in records]
     table = (f"# {problem}  {context['plan_count']} plans from heuristics {'+'.join(context['heuristics'])}; "
              f"{context['notes_remark']}\n" + format_table(records))
@@ -217,23 +276,21 @@ def cmd_engines(args) -> int:
 def cmd_check(args) -> int:
     from .check import run_check
 
-    if args.mb is not None and args.mb <= 0:
-        raise BadInput(f"--mb must be positive, got {args.mb}")
-    if args.repeat < 1:
-        raise BadInput(f"--repeat must be at least 1, got {args.repeat}")
     if args.all_engines:
         if args.backend not in ("auto", "cudnn"):
             raise BadInput("--all-engines checks cuDNN's engines; it needs --backend cudnn (or auto on a GPU)")
         args.repeat = max(args.repeat, 3)
         return cmd_engines(args)
     problem = _parse_problem(args)
+    _output_file(args.evidence, "--evidence")
     if args.save_lesson:
         from .lesson_io import lesson_shapes
 
+        _output_folder(args.save_lesson, "--save-lesson")
         lesson_shapes(problem)  # refuse before running if the lesson format cannot hold it
     result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
                        seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound,
-                       engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args))
+                       engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args), max_memory=args.max_memory)
     if args.save_lesson and result.outputs is not None:
         from .lesson_io import write_lesson
 
@@ -247,6 +304,7 @@ def cmd_lesson(args) -> int:
     from .check import check_stored_output
     from .lesson_io import read_lesson
 
+    _output_file(args.evidence, "--evidence")
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound)
     return _emit(result, args.json, args.evidence)
@@ -281,20 +339,21 @@ def cmd_sweep(args) -> int:
     from .problem import layout_from_name
     from .sweep import SweepOptions, collect, format_summary, make_executor, read_records, run_sweep, write_junit
 
-    if args.mb is not None and args.mb <= 0:
-        raise BadInput(f"--mb must be positive, got {args.mb}")
     fuse = tuple(op.strip() for op in args.fuse.split(",") if op.strip())
     items = collect(args.batch, args.match, args.mb, args.descriptors, args.random, args.seed,
                     mode=args.mode, dtype=args.dtype, layout=layout_from_name(args.layout) if args.layout else None,
                     direction=args.direction, fuse=fuse)
     if not items:
+        if args.batch and args.match:
+            raise BadInput(f"--match {args.match!r} matches no problem line of {', '.join(args.batch)}")
+        if args.batch:
+            raise BadInput(f"{', '.join(args.batch)}: no problem lines (only comments or blank lines)")
         raise BadInput("no problems: give descriptors, --batch FILE or --random N")
     out = Path(args.out)
-    if args.jobs < 1:
-        raise BadInput(f"--jobs must be at least 1, got {args.jobs}")
+    _output_file(args.junit, "--junit")
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
-                           all_engines=args.all_engines, heuristics=_heuristics(args))
+                           all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory)
     summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)
     print(format_summary(summary, out))
     if args.junit:
@@ -378,6 +437,7 @@ def cmd_report(args) -> int:
         raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'")
     from .report import write_report
 
+    _output_file(args.html, "--html")
     print(f"report written to {write_report(args.file, args.html, pictures=args.pictures)}")
     return 0
 
@@ -395,8 +455,31 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("convcheck: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()  # the reader went away (| head): not an error
+        return 0
+    except OSError as e:
+        if e.filename is None:
+            return _internal(e)
+        print(f"convcheck: error: {e.filename}: {e.strerror or e}", file=sys.stderr)  # a path the user gave
+        return EXIT_BAD_INPUT
     except Exception as e:  # a bug: say so in one line, keep the traceback available
-        if "--debug" in sys.argv or __import__("os").environ.get("CONVCHECK_DEBUG"):
-            raise
-        print(f"convcheck: internal error: {type(e).__name__}: {e} (set CONVCHECK_DEBUG=1 for the traceback)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal(e)
+
+
+def _internal(e: Exception) -> int:
+    if "--debug" in sys.argv or __import__("os").environ.get("CONVCHECK_DEBUG"):
+        raise e
+    print(f"convcheck: internal error: {type(e).__name__}: {e} (set CONVCHECK_DEBUG=1 for the traceback)", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so Python's exit-time flush stays silent."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

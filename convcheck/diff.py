@@ -24,6 +24,7 @@ class SweepDiff:
     common: int = 0
     versions_a: dict = field(default_factory=dict)
     versions_b: dict = field(default_factory=dict)
+    differs: dict = field(default_factory=dict)  # key field -> (values in A, values in B)
 
     @property
     def exit_code(self) -> int:
@@ -31,7 +32,8 @@ class SweepDiff:
 
     def as_dict(self) -> dict:
         return {"flips": self.flips, "moved": self.moved, "only_a": self.only_a, "only_b": self.only_b,
-                "common": self.common, "versions_a": self.versions_a, "versions_b": self.versions_b}
+                "common": self.common, "versions_a": self.versions_a, "versions_b": self.versions_b,
+                "differs": self.differs}
 
 
 def _versions(records: list[dict]) -> dict:
@@ -63,7 +65,24 @@ def diff_records(a: list[dict], b: list[dict], factor: float = 10.0) -> SweepDif
             if hi / lo > factor:
                 d.moved.append((key, record_label(ra), x, y))
     d.only_b = [record_label(rb) for key, rb in kb.items() if key not in ka]
+    # Fields of the key in which the two files differ (a seed, a bound...): without them,
+    # "only in A" and "only in B" would list the same names.
+    d.differs = {f: (_values(a, f), _values(b, f)) for f in KEY_FIELDS if _values(a, f) != _values(b, f)}
+    if d.differs:
+        d.only_a = [_label(r, d.differs) for k, r in ka.items() if k not in kb]
+        d.only_b = [_label(r, d.differs) for k, r in kb.items() if k not in ka]
     return d
+
+
+KEY_FIELDS = ("mode", "dtype", "layout", "direction", "bound", "seed", "backend", "reference", "planted_bug")
+
+
+def _values(records: list[dict], field_name: str) -> list:
+    return sorted({str(r.get(field_name)) for r in records})
+
+
+def _label(rec: dict, differs: dict) -> str:
+    return record_label(rec) + " (" + ", ".join(f"{f} {rec.get(f)}" for f in differs) + ")"
 
 
 def format_diff(d: SweepDiff, name_a: str, name_b: str, factor: float) -> str:
@@ -76,6 +95,8 @@ def format_diff(d: SweepDiff, name_a: str, name_b: str, factor: float) -> str:
             va, vb = d.versions_a.get(k), d.versions_b.get(k)
             lines.append(f"{k:<{width}}  {va} / {vb}{'' if va == vb else '   <- differs'}")
         lines.append("")
+    for f, (va, vb) in d.differs.items():
+        lines.append(f"the sweeps differ in {f}: {', '.join(va)} / {', '.join(vb)} (part of what matches records)")
     lines.append(f"{d.common} problems in both, {len(d.only_a)} only in A, {len(d.only_b)} only in B")
     lines.append(f"status flips: {len(d.flips)}")
     for _, problem, sa, sb in d.flips:

@@ -63,7 +63,7 @@ def select_indices(count: int, names: list[str], engine) -> list[int]:
 
 def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None, heuristics=None,
                   engine=None, repeat: int = 3, timing_runs: int = 5, warmup: int = 2,
-                  keep_outputs: bool = False) -> tuple[list[EngineRecord], dict]:
+                  keep_outputs: bool = False, max_memory: int | None = None) -> tuple[list[EngineRecord], dict]:
     """Check every plan (or the one named by ``engine``). Returns (records, context).
 
     ``keep_outputs`` adds to the context what a picture of the errors needs: ``ref`` and
@@ -73,6 +73,9 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
 
     backends.require("cudnn", "cuda")
     ref_impl = backends.require("torch", "cuda")
+    from .memory import require_fits
+
+    require_fits(problem, ("cpu", "cuda"), max_memory)
     bound_name = resolve_bound(bound, problem)
     heuristics = tuple(heuristics or cudnn_graph.HEURISTICS)
     inputs = make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random")

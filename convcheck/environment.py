@@ -101,7 +101,9 @@ def _torch(full: bool) -> dict:
         info["gpu"] = _try(lambda: torch.cuda.get_device_name(0))
         info["gpu_compute_capability"] = _try(lambda: ".".join(map(str, torch.cuda.get_device_capability(0))))
     if full:
-        info.update(torch_tf32_state())
+        # The process's own settings, outside any check (each check pins its own: see
+        # the "math" of the record's backend_info/reference_info, which is what ran).
+        info.update({f"process default: {k}": v for k, v in torch_tf32_state().items()})
     return info
 
 

@@ -51,3 +51,9 @@ class Unsupported(ConvCheckError, RuntimeError):
         super().__init__(f"backend '{backend}' does not support this problem: {reason}")
         self.backend = backend
         self.reason = reason
+
+
+class NotAvailableHere(ConvCheckError, RuntimeError):
+    """Something the run needs is missing on this machine (no GPU to spread a sweep over...)."""
+
+    exit_code = EXIT_UNAVAILABLE

@@ -47,6 +47,27 @@ def _tolerance_line(c) -> str:
     return "tolerance none: only identical outputs pass   (exact bound, inputs on an exact grid)"
 
 
+#: What each direction computes, and the tensor it checks.
+ROLES = {"fprop": ("forward", "y"), "dgrad": ("backward data", "dx"), "wgrad": ("backward weights", "dw")}
+
+
+def direction_text(p) -> str:
+    """e.g. 'dgrad (backward data): dx [2, 16, 14, 14] from dy [2, 8, 14, 14] and w [8, 16, 3, 3]'."""
+    what, role = ROLES[p.direction]
+    sources = {"fprop": f"x {list(p.x_shape)} and w {list(p.w_shape)}", "dgrad": f"dy {list(p.y_shape)} and w {list(p.w_shape)}",
+               "wgrad": f"x {list(p.x_shape)} and dy {list(p.y_shape)}"}[p.direction]
+    fused = f" (+ {'+'.join(p.fuse)})" if p.fuse else ""
+    return f"{p.direction} ({what}): {role} {list(p.result_shape)}{fused} from {sources}"
+
+
+def _implementation(name: str, info: dict) -> str:
+    """The call that really ran, where the implementation says (torch.nn.grad.conv2d_input...)."""
+    how = (info or {}).get("implementation")
+    if how and name in ("torch", "numpy", "im2col"):
+        return how
+    return _IMPL.get(name, name)
+
+
 def _math_lines(info: dict) -> list[str]:
     math = (info or {}).get("math") or {}
     return ["           " + ", ".join(f"{k} = {val}" for k, val in math.items())] if math else []
@@ -58,20 +79,22 @@ def report_text(result: CheckResult) -> str:
     lines = [
         f"convcheck {v.get('convcheck', '?')}: {plan.backend} vs {plan.reference}",
         f"problem   {p.descriptor()}  ({p.layout_name}, {p.dtype}: {_dtype_note(p.dtype)}, "
-        f"{'cross-correlation' if p.mode == 'xcorr' else 'convolution'}, output {list(p.y_shape)}, "
-        f"accumulation depth {p.accumulation_depth})",
+        f"{'cross-correlation' if p.mode == 'xcorr' else 'convolution'}, accumulation depth {p.accumulation_depth})",
+        f"checks    {direction_text(p)}",
     ]
     for note in result.notes:
         lines.append(f"note      {note}")
+    built = (f"CPU build (no CUDA, no cuDNN)" if v.get("torch_cuda") in (None, "None") else
+             f"built against CUDA {v.get('torch_cuda')}, cuDNN {v.get('cudnn (torch)')}")
     lines.append(
-        f"versions  torch {v.get('torch')}, built against CUDA {v.get('torch_cuda')}, cuDNN {v.get('cudnn (torch)')}; "
+        f"versions  torch {v.get('torch')}, {built}; "
         f"frontend {v.get('cudnn_frontend')}, cuDNN backend {v.get('cudnn_backend (frontend)')}; numpy {v.get('numpy')}"
     )
     if v.get("gpu"):
         lines.append(f"GPU       {v['gpu']} (compute capability {v.get('gpu_compute_capability')})")
     lines.append(f"libcudnn  {'; '.join(v.get('libcudnn_loaded', []))}")
     b = result.backend_info
-    lines.append(f"under test {_IMPL.get(plan.backend, plan.backend)} on {plan.backend_device}")
+    lines.append(f"under test {_implementation(plan.backend, b)} on {plan.backend_device}")
     lines += _math_lines(b)
     if plan.backend == "cudnn" and b:
         lines.append(
@@ -82,7 +105,7 @@ def report_text(result: CheckResult) -> str:
             lines.append(f"           fp32: engines with numerical notes {', '.join(b['deselected_numeric_notes'])} (TF32) deselected")
         lines.append(f"           output handed to torch by DLPack, same memory: {b.get('dlpack_zero_copy')}")
     r = result.reference_info
-    lines.append(f"reference {_IMPL.get(plan.reference, plan.reference)} on {plan.reference_device}")
+    lines.append(f"reference {_implementation(plan.reference, r)} on {plan.reference_device}")
     lines += _math_lines(r)
     if result.fill == "exact":
         grid = ("13-bit values x small integers (exact in fp32, not in TF32/bf16)" if p.dtype == "fp32" else

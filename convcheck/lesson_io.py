@@ -37,23 +37,28 @@ def read_shapes(path: Path) -> dict:
     if not path.is_file():
         raise BadInput(f"{path}: missing (expected a {SHAPES_FILE} with the keys {' '.join(SHAPE_KEYS)})")
     shapes: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 2:
-                raise BadInput(f"{path}:{lineno}: malformed line {line.rstrip()!r}; expected 'key value'")
-            key, value = parts
-            if key not in SHAPE_KEYS:
-                raise BadInput(f"{path}:{lineno}: unknown key {key!r}; expected one of {' '.join(SHAPE_KEYS)}")
-            try:
-                number = int(value)
-            except ValueError:
-                raise BadInput(f"{path}:{lineno}: value {value!r} for {key!r} is not an integer") from None
-            if number < 0 or (number == 0 and key != "pad"):
-                raise BadInput(f"{path}:{lineno}: {key} = {number}; expected a positive integer" + (" (or 0)" if key == "pad" else ""))
-            shapes[key] = number
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a text file (expected lines 'key value' with the keys {' '.join(SHAPE_KEYS)})") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise BadInput(f"{path}:{lineno}: malformed line {line.rstrip()!r}; expected 'key value'")
+        key, value = parts
+        if key not in SHAPE_KEYS:
+            raise BadInput(f"{path}:{lineno}: unknown key {key!r}; expected one of {' '.join(SHAPE_KEYS)}")
+        try:
+            number = int(value)
+        except ValueError:
+            raise BadInput(f"{path}:{lineno}: value {value!r} for {key!r} is not an integer") from None
+        if number < 0 or (number == 0 and key != "pad"):
+            raise BadInput(f"{path}:{lineno}: {key} = {number}; expected a positive integer" + (" (or 0)" if key == "pad" else ""))
+        if key in shapes:
+            raise BadInput(f"{path}:{lineno}: key {key!r} given twice ({shapes[key]} and {number})")
+        shapes[key] = number
     missing = [k for k in SHAPE_KEYS if k not in shapes]
     if missing:
         raise BadInput(f"{path}: missing keys {' '.join(missing)}")
@@ -106,6 +111,10 @@ def lesson_shapes(problem: ConvProblem) -> dict:
     """The ``conv_shapes.txt`` content for ``problem``, or BadInput saying why it has none."""
     p = problem.canonical()
     why = []
+    if p.direction != "fprop":
+        why.append(f"it is {p.direction} (the lesson's files hold a forward convolution: x, w and y)")
+    if p.fuse:
+        why.append(f"it fuses {'+'.join(p.fuse)} (the lesson's y is the plain convolution)")
     if p.ndim != 2:
         why.append(f"it is {p.ndim}-D (the lesson is 2-D)")
     if p.groups != 1:

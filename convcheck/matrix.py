@@ -83,6 +83,18 @@ def prepare_env(requirement: str, workdir: Path, log=print) -> Path:
     return python
 
 
+def base_cudnn_dirs() -> list[str]:
+    """Folders the base environment's frontend loads libcudnn from: LD_LIBRARY_PATH's entries
+    holding one, then ``nvidia/cudnn/lib`` of this environment's site-packages."""
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+            if d and any(Path(d, n).exists() for n in ("libcudnn.so.9", "libcudnn.so"))]
+    for site_dir in dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()]):
+        lib = Path(site_dir, "nvidia", "cudnn", "lib")
+        if lib.is_dir():
+            dirs.append(str(lib))
+    return dirs
+
+
 def run_matrix(requirements: list[str], sweep_args: list[str], workdir: Path, log=print) -> list[MatrixEntry]:
     if len(requirements) < 2:
         raise BadInput("matrix needs at least two versions (--cudnn V or --install PKG==V, twice or more)")
@@ -98,6 +110,10 @@ def run_matrix(requirements: list[str], sweep_args: list[str], workdir: Path, lo
             out.unlink()
         env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("LD_LIBRARY_PATH", None)  # the environment's own libcudnn, not one found on the path
+        if not req.startswith("nvidia-cudnn-"):
+            # cuDNN is not what this environment pins: the frontend must find the base's libcudnn,
+            # and it looks only in its own environment's site-packages (then LD_LIBRARY_PATH).
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(base_cudnn_dirs())
         log(f"matrix: sweep under {req}")
         done = subprocess.run([str(python), "-m", "convcheck", "sweep", *sweep_args, "--out", str(out), "--quiet"], env=env,
                               capture_output=True, text=True)

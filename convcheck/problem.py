@@ -337,6 +337,8 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
     if not text:
         raise BadInput(f"empty descriptor {original!r}")
     body, name = _split_name(text)
+    if "n" in text and not name:
+        raise BadInput(f"descriptor {original!r}: 'n' starts a name but none follows; write n\"name\" or leave it out")
     body = body.replace("_", "").replace(" ", "")
     values: dict[str, int] = {}
     pos = 0
@@ -352,6 +354,8 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
         key, num = m.group(1), int(m.group(2))
         if num < 0:
             raise BadInput(f"descriptor {original!r}: entry '{key}{num}' is negative; sizes, strides, paddings and dilations are >= 0")
+        if key in values:
+            raise BadInput(f"descriptor {original!r}: entry '{key}' is given twice ({key}{values[key]} and {key}{num})")
         values[key] = num
         pos = m.end()
 

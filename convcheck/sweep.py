@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .check import resolve, run_check
-from .errors import BackendUnavailable, BadInput, ConvCheckError, Unsupported
+from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported
+from .memory import TooLarge
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
-STATUSES = ("passed", "failed", "mistrusted", "unsupported", "error", "skipped")
+STATUSES = ("passed", "failed", "mistrusted", "unsupported", "refused", "error", "skipped")
 
 
 @dataclass
@@ -40,6 +41,8 @@ class SweepOptions:
     seed: int = 0
     all_engines: bool = False  # every cuDNN plan of every problem, a record per plan
     heuristics: tuple | None = None  # heuristic modes for --all-engines (None: cudnn_graph.HEURISTICS)
+    notes: tuple = ()  # what resolving the backend said (e.g. why cuDNN is not tested), put in every record
+    max_memory: int | None = None  # bytes a check may use (besides what is available)
 
 
 @dataclass
@@ -99,7 +102,10 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
     A malformed batch-file line becomes an item with its error, not an exception."""
     from .random_problems import random_problems
 
-    pattern = re.compile(match) if match else None
+    try:
+        pattern = re.compile(match) if match else None
+    except re.error as e:
+        raise BadInput(f"--match {match!r} is not a regular expression: {e}") from None
     fixed = {k: v for k, v in overrides.items() if v not in (None, ())}
     items: list[Item] = []
     for path in batch_files:
@@ -149,18 +155,30 @@ def done_keys(path: Path) -> set[str]:
 
 
 def read_records(path) -> list[dict]:
+    """Every record of a sweep file. A torn last line (no newline: a crash mid-write) is left
+    out, and said so on stderr; any other line that is not a JSON object is bad input."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"{path}: no such sweep file")
     records = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a sweep file (not UTF-8 text)") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if lineno == len(lines) and not line.endswith("\n"):
+                print(f"convcheck: {path}:{lineno}: torn last line left out (a crash mid-write)", file=sys.stderr)
                 continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
+            raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
+        if not isinstance(rec, dict):
+            raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)")
+        records.append(rec)
     return records
 
 
@@ -191,14 +209,24 @@ class SweepSummary:
     stopped_by: int | None = None
     wall_s: float = 0.0
     written: int = 0
+    earlier: Counter = field(default_factory=Counter)  # statuses already in a resumed file
+    notes: list = field(default_factory=list)
+
+    @property
+    def whole(self) -> Counter:
+        """Statuses of the whole file: this run's and, when resumed, those already there."""
+        total = self.earlier + self.counts
+        total["skipped"] = self.counts["skipped"]
+        return total
 
     @property
     def exit_code(self) -> int:
         if self.stopped_by is not None:
             return 128 + self.stopped_by
-        if self.counts["failed"] or self.counts["mistrusted"]:
+        whole = self.whole
+        if whole["failed"] or whole["mistrusted"]:
             return 1
-        if self.counts["error"]:
+        if whole["error"]:
             return 4
         return 0
 
@@ -237,7 +265,8 @@ class Progress:
 def _error_record(item: Item, options: SweepOptions, message: str) -> dict:
     """A record for a problem that produced no check result."""
     rec = _identity(item, options) | {"status": "error", "message": message, "max_abs_diff": None,
-                                      "bound_ratio": None, "time_s": 0.0, "source": item.source}
+                                      "bound_ratio": None, "time_s": 0.0, "source": item.source,
+                                      "notes": list(options.notes)}
     rec["key"] = record_key(rec)
     return rec
 
@@ -255,6 +284,8 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
             recs = _engine_records(item, options) if options.all_engines else [_check_record(item, options)]
         except BackendUnavailable:
             raise
+        except TooLarge as e:  # refused before any allocation; the sweep goes on
+            recs = [_error_record(item, options, str(e)) | {"status": "refused"}]
         except Unsupported as e:
             recs = [_error_record(item, options, str(e)) | {"status": "unsupported"}]
         except ConvCheckError as e:
@@ -271,8 +302,12 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
 
 def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
-                       device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics)
-    return result.record()
+                       device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
+                       max_memory=options.max_memory)
+    rec = result.record()
+    if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
+        rec["notes"] = list(options.notes) + [n for n in rec["notes"] if not n.startswith("cuDNN not tested")]
+    return rec
 
 
 #: An engine's status in a sweep: a plan cuDNN would not build is cuDNN declining, not a wrong answer.
@@ -282,7 +317,8 @@ ENGINE_STATUS = {"passed": "passed", "failed": "failed", "not built": "unsupport
 def _engine_records(item: Item, options: SweepOptions) -> list[dict]:
     from .engines import check_engines
 
-    records, context = check_engines(item.problem, seed=options.seed, bound=options.bound, heuristics=options.heuristics)
+    records, context = check_engines(item.problem, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
+                                     max_memory=options.max_memory)
     return engine_sweep_records(item, options, records, context)
 
 
@@ -427,9 +463,16 @@ def make_executor(jobs: int = 1, gpus=None, ray_address=None):
     if ray_address is not None:
         return RayExecutor(ray_address or None)
     if gpus is not None:
-        ids = visible_gpus() if gpus == "all" else [int(g) for g in str(gpus).split(",") if g.strip()]
+        if gpus == "all":
+            ids = visible_gpus()
+        else:
+            try:
+                ids = [int(g) for g in str(gpus).split(",") if g.strip()]
+            except ValueError:
+                raise BadInput(f"--gpus {gpus!r}: expected 'all' or GPU numbers such as 0,1") from None
         if not ids:
-            raise BackendUnavailable("gpus", "no CUDA GPU is visible to spread the sweep over")
+            raise NotAvailableHere("no CUDA GPU is visible here to spread the sweep over (--gpus); "
+                                   "run without it, or with --jobs N on the CPU")
         return PoolExecutor(len(ids), ids)
     if jobs > 1:
         return PoolExecutor(jobs)
@@ -459,12 +502,18 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                            "it takes no other --backend, --reference or --device")
         backends.require("cudnn", "cuda")
         backends.require("torch", "cuda")
-        options = SweepOptions("cudnn", "torch", "cuda", bound, options.seed, True, options.heuristics)
+        options = SweepOptions("cudnn", "torch", "cuda", bound, options.seed, True, options.heuristics,
+                               max_memory=options.max_memory)
     else:
         plan = resolve(options.backend, options.reference, options.device)
         if options.heuristics and plan.backend != "cudnn":
             raise BadInput(f"--heuristics applies to the cudnn backend only; this sweep checks {plan.backend}")
-        options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed, heuristics=options.heuristics)
+        options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed,
+                               heuristics=options.heuristics, notes=tuple(plan.notes), max_memory=options.max_memory)
+    prior = prepare_out(out, resume)
+    if not quiet:
+        for note in options.notes + ((prior.message,) if prior.message else ()):
+            print(f"sweep: {note}", file=sys.stderr)
     skip = done_keys(out) if resume else set()
     summary = SweepSummary()
     todo = []
@@ -478,7 +527,6 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     restore = stop.install()
     progress = Progress(len(items), quiet)
     start = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(out, "a", encoding="utf-8") as f:
             for i, recs in executor.results(todo, options, stop):
@@ -505,16 +553,62 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         restore()
     summary.stopped_by = stop.signum
     summary.wall_s = time.perf_counter() - start
+    summary.notes = list(options.notes) + ([prior.message] if prior.message else [])
+    if prior.records:  # a resumed sweep answers for the whole file, not only what this run added
+        summary.earlier = Counter(r.get("status") for r in prior.records)
+        summary.worst = summary.worst + prior.records
     summary.worst = sorted(summary.worst, key=severity)[:5]
     return summary
 
 
-_SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "unsupported": 3, "passed": 4}
+@dataclass
+class PriorRecords:
+    records: list
+    message: str = ""
+
+
+def prepare_out(out: Path, resume: bool) -> PriorRecords:
+    """Make ``out`` safe to append to. Without ``resume`` an existing, non-empty file is refused
+    (appending would mix two sweeps). With it, a torn last line (a crash mid-write) is cut off
+    and set aside in OUT.torn, never glued to, and the file's records are returned."""
+    if out.is_dir():
+        raise BadInput(f"--out {out} is a folder; expected a JSON-lines file")
+    if not out.parent.is_dir():
+        raise BadInput(f"--out {out}: folder {out.parent} does not exist")
+    if not out.exists() or out.stat().st_size == 0:
+        return PriorRecords([])
+    if not resume:
+        raise BadInput(f"--out {out} already holds a sweep; add --resume to continue it, or write to another file")
+    message = cut_torn_tail(out)
+    return PriorRecords(read_records(out), message)
+
+
+def cut_torn_tail(path: Path) -> str:
+    """If the last line of ``path`` has no newline (a write cut short), move it to PATH.torn and
+    truncate the file after its last whole line. Returns what was done ('' if nothing)."""
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return ""
+        f.seek(0)
+        data = f.read()
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+    torn = path.with_name(path.name + ".torn")
+    with open(torn, "ab") as t:
+        t.write(data[keep:] + b"\n")
+    return (f"{path}: its last line was torn (a crash mid-write, {size - keep} bytes); "
+            f"cut off and set aside in {torn}")
+
+
+_SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "refused": 3, "unsupported": 4, "passed": 5}
 
 
 def severity(rec: dict) -> tuple:
     """Sort key putting the worst record first: by status, then by error/bound, largest first."""
-    return _SEVERITY.get(rec.get("status"), 5), -(rec.get("bound_ratio") or 0.0)
+    return _SEVERITY.get(rec.get("status"), 6), -(rec.get("bound_ratio") or 0.0)
 
 
 def _worst_of(recs: list[dict]) -> dict:
@@ -523,7 +617,11 @@ def _worst_of(recs: list[dict]) -> dict:
 
 def format_summary(summary: SweepSummary, out: Path) -> str:
     lines = [f"sweep: {summary.written} records appended to {out} in {summary.wall_s:.1f} s"]
-    lines.append("  " + "  ".join(f"{s} {summary.counts[s]}" for s in STATUSES))
+    lines += [f"  {note}" for note in summary.notes]
+    lines.append("  this run:   " + "  ".join(f"{s} {summary.counts[s]}" for s in STATUSES))
+    if summary.earlier:
+        lines.append(f"  whole file: " + "  ".join(f"{s} {summary.whole[s]}" for s in STATUSES if s != "skipped")
+                     + f"  ({sum(summary.earlier.values())} records were already there)")
     if summary.stopped_by is not None:
         lines.append(f"  stopped by signal {summary.stopped_by}: every finished record is on disk; --resume continues")
     if summary.worst:
@@ -545,6 +643,8 @@ def problem_from_record(rec: dict) -> ConvProblem:
 
 
 def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:
+    if not records:
+        raise BadInput("the sweep file holds no records")
     if index is not None:
         if not 0 <= index < len(records):
             raise BadInput(f"--index {index}: the file has records 0..{len(records) - 1}")
@@ -575,7 +675,7 @@ def write_junit(records: list[dict], path) -> Path:
         elif status == "error":
             ET.SubElement(case, "error", message=rec.get("message") or "error")
             counts["errors"] += 1
-        elif status in ("unsupported", "skipped"):
+        elif status in ("unsupported", "refused", "skipped"):
             ET.SubElement(case, "skipped", message=rec.get("message") or status)
             counts["skipped"] += 1
     suite.set("tests", str(len(records)))

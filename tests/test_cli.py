@@ -23,7 +23,7 @@ DESC = "mb2ic16ih14oc8oh14kh3ph1"
 def test_check_passes_on_the_cpu_and_says_why_cudnn_was_not_used():
     done = run_cli("check", DESC)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "cuDNN not used: " in done.stdout
+    assert "cuDNN not tested: " in done.stdout
     assert "PASSED: all 3136 outputs inside tolerance" in done.stdout
     assert "exact bound" in done.stdout and "13-bit values" in done.stdout  # auto: fp32 -> precision-sensitive exact
     explicit = run_cli("check", DESC, "--bound", "elementwise")
@@ -90,7 +90,7 @@ def test_mb_override_and_numpy_under_test():
 @pytest.mark.parametrize("args,fragment", [
     (["check", "mb2ic16ih14oc8oh14kh3phx"], "unknown entry 'phx'"),
     (["check", "ic16ih2oc8kh3"], "oh=0 <= 0"),
-    (["check", DESC, "--mb", "0"], "--mb must be positive"),
+    (["check", DESC, "--mb", "0"], "--mb: must be at least 1"),
     (["check", DESC, "--backend", "torch", "--reference", "torch"], "must differ"),
     (["check", DESC, "--backend", "bogus"], "invalid choice"),
     (["lesson", "/nonexistent/dir"], "not a directory"),
@@ -130,7 +130,9 @@ def test_save_lesson_then_lesson_round_trip(tmp_path):
 
 
 def test_evidence_file_holds_report_and_record(tmp_path):
-    ev = tmp_path / "sub" / "evidence.txt"
+    missing = run_cli("check", DESC, "--backend", "torch", "--device", "cpu", "--evidence", str(tmp_path / "no" / "e.txt"))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr and not missing.stdout  # refused before running
+    ev = tmp_path / "evidence.txt"
     done = run_cli("check", DESC, "--backend", "torch", "--device", "cpu", "--evidence", str(ev))
     assert done.returncode == 0
     text = ev.read_text()
@@ -145,7 +147,7 @@ def test_env_json_and_text():
     assert done.returncode == 0
     info = json.loads(done.stdout)
     for key in ("convcheck", "python", "numpy", "torch", "cudnn (torch)", "torch_cuda", "cudnn_frontend",
-                "cupy", "libcudnn_loaded", "torch.backends.cudnn.benchmark", "distributions"):
+                "cupy", "libcudnn_loaded", "process default: torch.backends.cudnn.benchmark", "distributions"):
         assert key in info, key
     assert "convcheck" in run_cli("env").stdout
 

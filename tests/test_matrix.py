@@ -23,6 +23,11 @@ def test_two_versions_two_environments_and_the_diff(tmp_path):
     assert {r["versions"]["numpy"] for r in a} == {"2.3.5"} and {r["versions"]["numpy"] for r in b} == {"2.4.6"}
     assert "numpy                     2.3.5 / 2.4.6   <- differs" in done.stdout
     assert "3 problems in both" in done.stdout and "status flips: 0" in done.stdout
+    # cuDNN is not what these environments pin: each still finds the base's libcudnn
+    from convcheck.environment import versions
+
+    base = versions()["cudnn_backend (frontend)"]
+    assert {r["versions"]["cudnn_backend (frontend)"] for r in a + b} == {base}, base
 
 
 def test_matrix_input_errors():

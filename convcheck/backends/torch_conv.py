@@ -161,5 +161,5 @@ def run(problem: ConvProblem, inputs, device: str = "cpu"):
             "accumulate": "float32",
         }
         if problem.dtype == "tf32" and y.device.type == "cpu":
-            info["note"] = "torch has no TF32 on the CPU: this computed IEEE fp32, which the TF32 bound also admits"
+            info["note"] = "no TF32 on the CPU: torch computed IEEE fp32 (which the TF32 bound also admits)"
     return y, info

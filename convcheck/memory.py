@@ -1,0 +1,103 @@
+"""How much memory one check needs, estimated before anything is allocated.
+
+A check holds, per input element (x, w, and dy for backward directions): the fill's
+float32 array, the copy each implementation converts it into, and the |.| and squared
+copies the bound's magnitudes are summed from; per result element: the output under
+test, the float64 reference, A and S2 (float64, from float32 sums) and the float64
+temporaries of the comparison. Counted generously (bytes per element below), so a
+problem that passes this estimate does not die half-way on an allocation; one that
+does not is refused with the numbers, before a byte is spent.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from .errors import BadInput
+
+#: Bytes per element held at once (see the module's docstring).
+BYTES_PER_INPUT = 24
+BYTES_PER_RESULT = 112
+#: The float64 reference's im2col blocks and libraries' own scratch, on top.
+FIXED_OVERHEAD = 256 * 2 ** 20
+
+_UNITS = {"": 1, "b": 1, "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "t": 2 ** 40}
+
+
+def parse_size(text: str) -> int:
+    """'8G', '512M', '1.5T' or a plain number of bytes."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(text), flags=re.IGNORECASE)
+    if not m:
+        raise BadInput(f"memory size {text!r}: expected a number of bytes or one like 512M, 8G, 1.5T")
+    size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if size <= 0:
+        raise BadInput(f"memory size {text!r} must be positive")
+    return size
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def estimate(problem) -> int:
+    """Bytes one check of ``problem`` holds at its peak, on each device it uses."""
+    inputs = math.prod(problem.x_shape) + math.prod(problem.w_shape)
+    if problem.direction != "fprop":
+        inputs += math.prod(problem.y_shape)
+    return inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + FIXED_OVERHEAD
+
+
+def available_host() -> int | None:
+    """Memory the kernel says is available now (MemAvailable), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_gpu() -> int | None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.mem_get_info()[0])
+    except Exception:
+        return None
+    return None
+
+
+class TooLarge(BadInput):
+    """The problem would not fit in memory: refused before anything is allocated."""
+
+
+def require_fits(problem, devices=("cpu",), max_memory: int | None = None) -> int:
+    """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
+    need = estimate(problem)
+    limits = []
+    if max_memory is not None:
+        limits.append((max_memory, "the given memory limit"))
+    host = available_host()  # the host always holds the fill and, on the CPU path, everything
+    if host is not None:
+        limits.append((host, "available host memory"))
+    if "cuda" in devices:
+        gpu = available_gpu()
+        if gpu is not None:
+            limits.append((gpu, "free GPU memory"))
+    for limit, what in limits:
+        if need > limit:
+            raise TooLarge(f"{problem.descriptor()} needs about {human(need)} ({need} bytes) to check, "
+                           f"more than {what} ({human(limit)}); lower the batch (--mb) or check a smaller problem")
+    return need

@@ -1,0 +1,258 @@
+"""Nothing lost, nothing misreported: sweep files that survive a crash, every user mistake
+exit 2 with one line, oversized problems refused before allocating, reports that say what ran.
+The last test is a property test (hypothesis) over the command line."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from convcheck.cli import main
+
+from .conftest import run_cli
+
+DESC = "mb2ic16ih14oc8oh14kh3ph1"
+CPU = ("--backend", "torch", "--device", "cpu")
+
+
+def _one_line_exit_2(done):
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("convcheck: error:"), done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic4ih5oc4oh5kh3ph1", "mb1ic2ih5oc2oh5kh1ph0", *CPU,
+                   "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_user_mistakes_are_exit_2_with_one_line(tmp_path, sweep_file):
+    existing = tmp_path / "file.txt"
+    existing.write_text("x")
+    binary = tmp_path / "binlesson"
+    binary.mkdir()
+    (binary / "conv_shapes.txt").write_bytes(bytes(range(256)))
+    dup = tmp_path / "duplesson"
+    dup.mkdir()
+    (dup / "conv_shapes.txt").write_text("n 1\nn 2\n")
+    empty_batch = tmp_path / "empty_batch"
+    empty_batch.write_text("# only a comment\n\n")
+    cases = [
+        ("check", DESC, "--seed", "-5"),
+        ("sweep", DESC, "--seed", "-5", "--out", str(tmp_path / "a.jsonl")),
+        ("sweep", "--batch", str(empty_batch), "--match", "(", "--out", str(tmp_path / "a.jsonl")),
+        ("check", DESC, *CPU, "--evidence", str(tmp_path)),
+        ("check", DESC, *CPU, "--evidence", str(tmp_path / "no" / "such" / "f")),
+        ("check", DESC, *CPU, "--save-lesson", str(existing)),
+        ("sweep", DESC, *CPU, "--out", str(tmp_path)),
+        ("sweep", DESC, *CPU, "--out", str(tmp_path / "b.jsonl"), "--junit", str(tmp_path / "no" / "x.xml")),
+        ("report", str(sweep_file), "--html", str(tmp_path / "no" / "x.html")),
+        ("lesson", str(binary)),
+        ("lesson", str(dup)),
+        ("check", "mb2ic16ih14oc8oh14kh3ph1ph2"),
+        ("check", "mb2ic16ih14oc8oh14kh3ph1n"),
+        ("diff", str(sweep_file), str(sweep_file), "--factor", "0"),
+        ("sweep", "--random", "-3", "--out", str(tmp_path / "c.jsonl")),
+        ("sweep", "--batch", str(empty_batch), "--out", str(tmp_path / "c.jsonl")),
+        ("rerun", str(tmp_path / "empty.jsonl"), "--index", "0"),
+        ("check", DESC, *CPU, "--direction", "dgrad", "--save-lesson", str(tmp_path / "l1")),
+        ("check", DESC, *CPU, "--fuse", "relu", "--save-lesson", str(tmp_path / "l2")),
+        ("sweep", DESC, *CPU, "--out", str(sweep_file)),  # appending without --resume
+        ("check", DESC, "--max-memory", "lots"),
+        ("sweep", DESC, "--gpus", "x,y", "--out", str(tmp_path / "d.jsonl")),
+    ]
+    (tmp_path / "empty.jsonl").write_text("")
+    for args in cases:
+        done = run_cli(*args)
+        _one_line_exit_2(done)
+        assert not done.stdout, (args, done.stdout)  # refused before any work
+    assert not (tmp_path / "l1").exists() and not (tmp_path / "l2").exists()
+
+
+def test_messages_name_the_real_problem(tmp_path):
+    empty = tmp_path / "empty_batch"
+    empty.write_text("# nothing\n")
+    done = run_cli("sweep", "--batch", str(empty), "--out", str(tmp_path / "x.jsonl"))
+    assert "no problem lines" in done.stderr
+    done = run_cli("sweep", "--batch", "cases/benchdnn/shapes_resnet_50", "--match", "nothing-here", "--out", str(tmp_path / "x.jsonl"))
+    assert "matches no problem line" in done.stderr
+    done = run_cli("sweep", DESC, "--gpus", "all", "--out", str(tmp_path / "x.jsonl"))
+    if done.returncode == 3:  # no GPU here
+        assert "no CUDA GPU is visible" in done.stderr and "backend 'gpus'" not in done.stderr
+    (tmp_path / "e.jsonl").write_text("")
+    assert "holds no records" in run_cli("rerun", str(tmp_path / "e.jsonl"), "--index", "0").stderr
+    done = run_cli("check", "mb2ic16ih14oc8oh14kh3ph1ph2")
+    assert "given twice" in done.stderr
+
+
+def test_a_closed_pipe_is_not_an_error():
+    proc = subprocess.Popen([sys.executable, "-m", "convcheck", "graph", DESC], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and first.startswith(b"#"), err
+    assert "Error" not in err and "Traceback" not in err
+
+
+def test_oversized_problems_are_refused_before_allocating(tmp_path):
+    done = run_cli("check", "mb64ic512ih224oc512kh3ph1")
+    _one_line_exit_2(done)
+    assert "bytes" in done.stderr and "GiB" in done.stderr
+    done = run_cli("check", DESC, *CPU, "--max-memory", "1M")
+    _one_line_exit_2(done)
+    assert "given memory limit" in done.stderr
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", DESC, "mb1000ic1024ih1024oc1024kh3ph1", *CPU, "--out", str(out), "--quiet")
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["passed", "refused"], recs
+    assert "needs about" in recs[1]["message"] and done.returncode == 0
+    assert "refused 1" in done.stdout
+
+
+def test_a_torn_tail_is_set_aside_never_glued_to(sweep_file):
+    text = sweep_file.read_text()
+    torn = text + text.splitlines()[0][:40]  # a crash mid-write
+    sweep_file.write_text(torn)
+    # readers leave the torn line out and say so
+    for args in (("diff", str(sweep_file), str(sweep_file)), ("rerun", str(sweep_file), "--index", "0")):
+        done = run_cli(*args)
+        assert done.returncode == 0 and "torn last line left out" in done.stderr, done.stderr
+    done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic3ih6oc3oh6kh3ph1", *CPU, "--out", str(sweep_file), "--resume")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "torn" in done.stdout and (sweep_file.parent / "s.jsonl.torn").read_text().startswith(text.splitlines()[0][:40])
+    recs = [json.loads(x) for x in sweep_file.read_text().splitlines()]  # every line a whole record
+    assert len(recs) == 4
+
+
+def test_a_resumed_sweep_answers_for_the_whole_file(sweep_file):
+    recs = [json.loads(x) for x in sweep_file.read_text().splitlines()]
+    recs[0]["status"] = "failed"  # a failure recorded by an earlier run
+    sweep_file.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic3ih6oc3oh6kh3ph1", *CPU, "--out", str(sweep_file), "--resume")
+    assert done.returncode == 1, done.stdout
+    assert "whole file:" in done.stdout and "failed 1" in done.stdout
+
+
+def test_diff_shows_the_key_fields_that_differ(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path, seed in ((a, "0"), (b, "1")):
+        assert run_cli("sweep", DESC, *CPU, "--seed", seed, "--out", str(path), "--quiet").returncode == 0
+    done = run_cli("diff", str(a), str(b))
+    assert "differ in seed: 0 / 1" in done.stdout and "(seed 0)" in done.stdout and "(seed 1)" in done.stdout
+
+
+def test_reports_say_what_ran(tmp_path):
+    done = run_cli("check", DESC, *CPU, "--direction", "dgrad")
+    assert "dgrad (backward data): dx [2, 16, 14, 14]" in done.stdout
+    assert "under test torch.nn.grad.conv2d_input on cpu" in done.stdout
+    assert "output [2, 8, 14, 14]" not in done.stdout
+    done = run_cli("check", DESC, *CPU, "--direction", "wgrad")
+    assert "wgrad (backward weights): dw [8, 16, 3, 3]" in done.stdout
+    done = run_cli("check", DESC, *CPU, "--dtype", "tf32")
+    assert "no TF32 on the CPU: torch computed IEEE fp32" in done.stdout
+    assert "CPU build (no CUDA, no cuDNN)" in done.stdout or "built against CUDA" in done.stdout
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", DESC, "--out", str(out))
+    rec = json.loads(out.read_text().splitlines()[0])
+    if rec["backend"] != "cudnn":
+        assert any(n.startswith("cuDNN not tested: ") for n in rec["notes"]), rec["notes"]
+        assert "cuDNN not tested" in done.stdout + done.stderr
+    ev = tmp_path / "ev.txt"
+    run_cli("check", DESC, *CPU, "--evidence", str(ev))
+    record = json.loads(ev.read_text().split("--- record (JSON) ---")[1])
+    env = record["environment"]
+    assert not [k for k in env if k.startswith("torch.backends")]  # process defaults are named as such
+    assert any(k.startswith("process default: ") for k in env)
+
+
+def test_lesson_report_says_given_data(tmp_path):
+    d = tmp_path / "lesson"
+    assert run_cli("check", DESC, *CPU, "--save-lesson", str(d)).returncode == 0
+    done = run_cli("lesson", str(d), "--device", "cpu")
+    assert done.returncode == 0 and "given (the caller's data)" in done.stdout and "seed -1" not in done.stdout
+    assert "given data: worst case" in done.stdout
+    seed_rule = run_cli("lesson", str(d), "--device", "cpu", "--bound", "lesson")
+    assert seed_rule.returncode == 0 and "(lesson bound)" in seed_rule.stdout
+
+
+# ---------------------------------------------------------------- property test over the CLI
+
+_KEYS = ("mb", "ic", "oc", "ih", "oh", "kh", "sh", "ph", "dh", "g", "iw", "kw", "id", "kd", "zz", "n")
+_token = st.tuples(st.sampled_from(_KEYS), st.integers(-3, 40)).map(lambda t: f"{t[0]}{t[1]}")
+_descriptor = st.one_of(
+    st.sampled_from([DESC, "g2mb1ic4ih6oc4oh6kh3ph1", "mb1ic3iw9oc2kw3", "mb1ic2id4oc2kd2", "ic1oc1ih1kh1"]),
+    st.lists(_token, min_size=0, max_size=6).map("".join),
+    st.text(alphabet="abcmnoihkpsd0123456789_\"-#", max_size=20),
+)
+_option = st.sampled_from([
+    (), ("--seed", "-1"), ("--seed", "3"), ("--mb", "0"), ("--mb", "1"), ("--dtype", "bf16"), ("--dtype", "fp8"),
+    ("--bound", "lesson"), ("--bound", "exact"), ("--bound", "zz"), ("--direction", "wgrad"), ("--fuse", "bias,relu"),
+    ("--fuse", "nope"), ("--layout", "nhwc"), ("--mode", "conv"), ("--plant", "padding"), ("--plant", "tf32-inputs"),
+    ("--max-memory", "0"), ("--max-memory", "64K"), ("--repeat", "0"), ("--engine", "3"), ("--backend", "im2col"),
+    ("--reference", "torch"), ("--backend", "numpy"), ("--device", "gpu"), ("--json",),
+])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli_files")
+    (d / "binary").write_bytes(bytes(range(256)) * 4)
+    (d / "empty").write_text("")
+    (d / "torn.jsonl").write_text('{"status": "passed", "problem": "mb1ic2')
+    (d / "notjson.jsonl").write_text("hello\n")
+    (d / "list.jsonl").write_text("[1, 2]\n")
+    (d / "rec.jsonl").write_text(json.dumps({"status": "passed", "problem": "mb1ic2ih4oc2oh4kh3ph1", "backend": "torch",
+                                             "reference": "numpy", "backend_device": "cpu", "seed": 0}) + "\n")
+    (d / "folder").mkdir()
+    return d
+
+
+_FILE_NAMES = ("binary", "empty", "torn.jsonl", "notjson.jsonl", "list.jsonl", "rec.jsonl", "folder", "missing")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data):
+    command = data.draw(st.sampled_from(["check", "graph", "sweep", "lesson", "diff", "rerun", "report", "engines"]))
+    path = str(files / data.draw(st.sampled_from(_FILE_NAMES)))
+    opts = [x for o in data.draw(st.lists(_option, max_size=3)) for x in o]
+    if command in ("check", "engines"):
+        argv = [command, data.draw(_descriptor), *opts, "--device", "cpu"] if command == "check" else [command, data.draw(_descriptor)]
+    elif command == "graph":
+        argv = [command, data.draw(_descriptor)]
+    elif command == "sweep":
+        out = tmp_path_factory.mktemp("out") / "s.jsonl"
+        argv = [command, data.draw(_descriptor), "--batch", path, "--out", str(out), "--quiet", "--backend", "torch", "--device", "cpu"]
+        argv += [o for o in opts if o not in ("--json", "--engine", "3", "--plant", "padding", "tf32-inputs", "--repeat")]
+    elif command == "lesson":
+        argv = [command, path, "--device", "cpu"]
+    elif command == "diff":
+        argv = [command, path, str(files / data.draw(st.sampled_from(_FILE_NAMES))),
+                "--factor", data.draw(st.sampled_from(["0", "-1", "2", "x", "10"]))]
+    elif command == "rerun":
+        argv = [command, path, "--index", data.draw(st.sampled_from(["0", "-1", "5", "x"]))]
+    else:
+        argv = [command, path, "--html", str(files / data.draw(st.sampled_from(["folder", "missing/x.html"])))]
+    err, outbuf = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(outbuf):
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse
+            code = e.code
+    assert code in (0, 1, 2, 3), (argv, code, err.getvalue())
+    assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue(), (argv, err.getvalue())
+    if code == 2:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip() and not ln.startswith("sweep: cuDNN not tested")]
+        assert len(lines) == 1, (argv, err.getvalue())
