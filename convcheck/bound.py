@@ -174,7 +174,7 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
     sum whose magnitude A bounds, so two stagings cost at most 2u*A. Measured on torch
     2.13: at most 0.73*u*A beyond the output's own rounding (fp16 dgrad, 5x5 kernel)."""
     if implementation in ("numpy", "reference"):
-        return Side("numpy float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
+        return Side(f"{implementation} float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
     storage = dtypes.get(dtype).storage
     narrow_out = storage != "float32"
     return Side(

@@ -83,6 +83,29 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse a problem whose check would need more (e.g. 8G)")
 
 
+def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> None:
+    """What sweep and model share: the problem overrides, the check, the records, the workers."""
+    w.add_argument("--mode", choices=("xcorr", "conv"))
+    w.add_argument("--dtype", choices=DTYPES)
+    w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
+    w.add_argument("--direction", choices=DIRECTIONS)
+    w.add_argument("--bound", choices=BOUNDS, default="auto")
+    w.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto")
+    w.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"))
+    w.add_argument("--device", choices=("cpu", "cuda"))
+    w.add_argument("--out", required=out_required, metavar="FILE",
+                   help="JSON-lines file the records go to" + ("" if out_required else " (default: a temporary file)"))
+    w.add_argument("--resume", action="store_true", help="skip problems already in --out (and count the whole file)")
+    w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
+    w.add_argument("--expect-fail", metavar="FILE",
+                   help="known bugs, a line each: REGEX DTYPE DIRECTION IMPLEMENTATION REASON (their failures are counted apart)")
+    w.add_argument("--quiet", action="store_true", help="no progress output")
+    w.add_argument("--jobs", type=_at_least(1), default=1, help="local worker processes (a crash in one costs only its problems)")
+    w.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse (and record) a problem whose check would need more")
+    w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
+    w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="convcheck", description="Check a cuDNN convolution against torch and a float64 reference, with evidence.",
                      epilog=EPILOG)
@@ -127,31 +150,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="many problems, each record appended to a JSON-lines file as it finishes", epilog=EPILOG)
     w.add_argument("descriptors", nargs="*", help="problem descriptors (besides --batch and --random)")
-    w.add_argument("--batch", action="append", default=[], metavar="FILE", help="benchdnn batch file (repeatable)")
+    w.add_argument("--batch", action="append", default=[], metavar="FILE",
+                   help="benchdnn batch file or MIOpenDriver command lines (repeatable)")
     w.add_argument("--match", metavar="REGEX", help="only batch-file lines matching this")
     w.add_argument("--mb", type=_at_least(1), help="override every problem's batch")
     w.add_argument("--random", type=_at_least(0), default=0, metavar="N", help="N seeded random problems over the whole space")
     w.add_argument("--seed", type=_at_least(0), default=0, help="seed of the inputs and of --random")
-    w.add_argument("--mode", choices=("xcorr", "conv"))
-    w.add_argument("--dtype", choices=DTYPES)
-    w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
-    w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--fuse", default="", metavar="OPS")
-    w.add_argument("--bound", choices=BOUNDS, default="auto")
-    w.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto")
-    w.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"))
-    w.add_argument("--device", choices=("cpu", "cuda"))
-    w.add_argument("--out", required=True, metavar="FILE", help="JSON-lines file, appended to")
-    w.add_argument("--resume", action="store_true", help="skip problems already in --out")
-    w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
-    w.add_argument("--quiet", action="store_true", help="no progress output")
-    w.add_argument("--jobs", type=_at_least(1), default=1, help="local worker processes (a crash in one costs only its problems)")
-    w.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse (and record) a problem whose check would need more")
-    w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
-    w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
+    _sweep_run_args(w)
     w.add_argument("--all-engines", action="store_true",
                    help="every plan cuDNN offers for each problem, judged and timed as by 'engines'; a record per plan (GPU)")
     w.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
+
+    o = sub.add_parser("model", help="every convolution layer of a torch.nn.Module, checked as a sweep", epilog=EPILOG)
+    o.add_argument("target", help="path/to/file.py:Name or package.module:Name (a Module class or a factory)")
+    o.add_argument("--input", required=True, metavar="N,C,...", help="the input's shape, e.g. 1,3,224,224")
+    o.add_argument("--data", choices=("random", "activations"), default="random",
+                   help="random: convcheck's own fill; activations: each layer's real input, weights and bias")
+    o.add_argument("--seed", type=_at_least(0), default=0, help="seed of the model's input and of the fill")
+    _sweep_run_args(o, out_required=False)
+    o.set_defaults(all_engines=False, heuristics=None)
 
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     r.add_argument("file", help="a sweep's JSON-lines file")
@@ -334,10 +352,8 @@ def cmd_graph(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from pathlib import Path
-
     from .problem import layout_from_name
-    from .sweep import SweepOptions, collect, format_summary, make_executor, read_records, run_sweep, write_junit
+    from .sweep import collect
 
     fuse = tuple(op.strip() for op in args.fuse.split(",") if op.strip())
     items = collect(args.batch, args.match, args.mb, args.descriptors, args.random, args.seed,
@@ -349,15 +365,42 @@ def cmd_sweep(args) -> int:
         if args.batch:
             raise BadInput(f"{', '.join(args.batch)}: no problem lines (only comments or blank lines)")
         raise BadInput("no problems: give descriptors, --batch FILE or --random N")
-    out = Path(args.out)
+    return _run_items(args, items)
+
+
+def cmd_model(args) -> int:
+    from .model import model_items, parse_shape
+    from .problem import layout_from_name
+
+    shape = parse_shape(args.input)
+    items = model_items(args.target, shape, args.data, args.seed, mode=args.mode, dtype=args.dtype,
+                        layout=layout_from_name(args.layout) if args.layout else None, direction=args.direction)
+    if not args.quiet:
+        print(f"model: {args.target} on input {list(shape)}: {len(items)} convolution layers, {args.data} data",
+              file=sys.stderr)
+    return _run_items(args, items)
+
+
+def _run_items(args, items) -> int:
+    """The sweep of ``items`` with the options sweep and model share; prints the summary."""
+    import tempfile
+    from pathlib import Path
+
+    from .expectations import read_expectations
+    from .sweep import SweepOptions, format_summary, make_executor, read_records, run_sweep, write_junit
+
     _output_file(args.junit, "--junit")
+    expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
-                           all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory)
-    summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)
-    print(format_summary(summary, out))
-    if args.junit:
-        print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
+                           all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
+                           expect_fail=expect)
+    with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
+        summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)
+        print(format_summary(summary, out if args.out else None))
+        if args.junit:
+            print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
     return summary.exit_code
 
 
@@ -442,7 +485,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+COMMANDS = {"model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def main(argv=None) -> int:

@@ -48,23 +48,31 @@ def inflation(n: int, u: float) -> float:
     return 1.0 / (1.0 - nu / (1.0 - nu))
 
 
-def _sum_of(problem: ConvProblem, x, w, dy, device: str, dtype):
-    """conv(x, w) (or the dgrad/wgrad sum of ``dy``) on torch, TF32 pinned off."""
+def _tensor(a, device: str, dtype):
+    """``a`` (NumPy, or any torch tensor) as a torch tensor on ``device`` in ``dtype``."""
     import torch
 
+    if a is None:
+        return None
+    if isinstance(a, torch.Tensor):
+        return a.detach().to(device=device, dtype=dtype)
+    return torch.as_tensor(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+
+
+def _sum_of(problem: ConvProblem, x, w, dy, device: str, dtype):
+    """conv(x, w) (or the dgrad/wgrad sum of ``dy``) on torch, TF32 pinned off."""
     from .backends import torch_conv
     from .math_mode import torch_conv_math
 
-    def put(a):
-        return None if a is None else torch.as_tensor(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
-
     with torch_conv_math(tf32=False):
-        out, _ = torch_conv.compute(replace(problem, fuse=()), put(x), put(w), put(dy))
+        out, _ = torch_conv.compute(replace(problem, fuse=()), _tensor(x, device, dtype), _tensor(w, device, dtype),
+                                    _tensor(dy, device, dtype))
     return out
 
 
 def compute(problem: ConvProblem, inputs, device: str, squares: bool = False) -> Magnitudes:
-    """A (and S2 when ``squares``) for ``problem`` with ``inputs``, as float64 tensors on ``device``.
+    """A (and S2 when ``squares``) for ``problem`` with ``inputs`` (NumPy arrays or torch
+    tensors), as float64 tensors on ``device``.
 
     Own fill on the CPU: fp32 sums, inflated (see the module's docstring). Given data, or a
     GPU: float64 sums, inflated by float64's own (negligible) factor."""
@@ -77,7 +85,8 @@ def compute(problem: ConvProblem, inputs, device: str, squares: bool = False) ->
     tiny = n * FP32_TINY if fast else 0.0
 
     def mag(a, power):
-        return None if a is None else (np.abs(a) if power == 1 else np.square(a.astype(np.float64 if not fast else np.float32)))
+        t = _tensor(a, device, dtype)
+        return None if t is None else (t.abs() if power == 1 else t * t)
 
     def total(power):
         s = _sum_of(problem, mag(inputs.x, power), mag(inputs.w, power), mag(inputs.dy, power), device, dtype)
@@ -87,8 +96,7 @@ def compute(problem: ConvProblem, inputs, device: str, squares: bool = False) ->
 
     a = total(1)
     if "bias" in problem.fuse:
-        a = a + torch.as_tensor(np.abs(inputs.bias), dtype=torch.float64, device=device).reshape(
-            (1, problem.oc) + (1,) * problem.ndim)
+        a = a + _tensor(inputs.bias, device, torch.float64).abs().reshape((1, problem.oc) + (1,) * problem.ndim)
     return Magnitudes(a, total(2) if squares else None)
 
 

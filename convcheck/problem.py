@@ -450,3 +450,24 @@ def read_batch_file(path, **overrides) -> list[ConvProblem]:
             except BadInput as e:
                 raise BadInput(f"{path}:{lineno}: {e}") from None
     return problems
+
+
+def torch_padding(padding, kernel, dilation, stride) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """torch's ``padding`` argument (an int, a tuple, "same" or "valid") as (front, back) per
+    axis; "same" puts the odd one at the back, as torch does."""
+    nd = len(kernel)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0,) * nd, (0,) * nd
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise BadInput("padding='same' is not supported for strided convolutions (as in torch)")
+            total = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
+            return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+        raise BadInput(f"padding {padding!r}: expected an int, a tuple, 'same' or 'valid'")
+    pad = tuple(int(p) for p in padding) if not isinstance(padding, int) else (padding,) * nd
+    if len(pad) == 1:
+        pad = pad * nd
+    if len(pad) != nd:
+        raise BadInput(f"padding {pad} has {len(pad)} entries; a {nd}-D convolution needs {nd}")
+    return pad, pad

@@ -26,10 +26,12 @@ from pathlib import Path
 
 from .check import resolve, run_check
 from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported
+from . import expectations
 from .memory import TooLarge
+from .miopen import NotRepresentable, is_miopen_line, parse_miopen_line
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
-STATUSES = ("passed", "failed", "mistrusted", "unsupported", "refused", "error", "skipped")
+STATUSES = ("passed", "failed", "mistrusted", "known-failure", "unsupported", "refused", "error", "skipped")
 
 
 @dataclass
@@ -43,6 +45,7 @@ class SweepOptions:
     heuristics: tuple | None = None  # heuristic modes for --all-engines (None: cudnn_graph.HEURISTICS)
     notes: tuple = ()  # what resolving the backend said (e.g. why cuDNN is not tested), put in every record
     max_memory: int | None = None  # bytes a check may use (besides what is available)
+    expect_fail: tuple = ()  # known bugs (convcheck.expectations): their failures are reported apart
 
 
 @dataclass
@@ -51,6 +54,8 @@ class Item:
     problem: ConvProblem | None
     error: str = ""  # a problem that could not even be built
     text: str = ""
+    inputs: object = None  # given data (a model's activations) instead of convcheck's own fill
+    unsupported: str = ""  # why convcheck cannot represent this item (a padding mode...), recorded as such
 
 
 def record_key(rec: dict) -> str:
@@ -71,14 +76,21 @@ def record_label(rec: dict) -> str:
     return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
 
 
-def _resolved_bound(name: str | None, problem) -> str | None:
+def record_brief(rec: dict) -> str:
+    """The label with what else was checked: dtype, layout, direction, fusion, bound."""
+    extra = [rec.get("dtype"), rec.get("layout"), rec.get("direction"), "+".join(rec.get("fuse") or []) or None,
+             rec.get("bound") and f"bound {rec['bound']}"]
+    return record_label(rec) + " " + " ".join(str(x) for x in extra if x)
+
+
+def _resolved_bound(name: str | None, problem, data: str = "random") -> str | None:
     """The bound a record of ``problem`` names (``auto`` resolved, as the check records it)."""
     from .bound import resolve
 
     if problem is None:
         return name
     try:
-        return resolve(name, problem)
+        return resolve(name, problem, data)
     except ConvCheckError:
         return name
 
@@ -90,7 +102,7 @@ def _identity(item: "Item", options: SweepOptions) -> dict:
         "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
         "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
-        "bound": _resolved_bound(options.bound, p), "seed": options.seed, "backend": options.backend, "reference": options.reference,
+        "bound": _resolved_bound(options.bound, p, "random" if item.inputs is None else "given"), "seed": options.seed, "backend": options.backend, "reference": options.reference,
         "planted_bug": None, **({"engines": "all"} if options.all_engines else {}),
     }
 
@@ -112,15 +124,28 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
         path = Path(path)
         if not path.is_file():
             raise BadInput(f"--batch {path}: no such file")
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                body = line.split("#", 1)[0].strip()
-                if not body or (pattern and not pattern.search(body)):
-                    continue
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise BadInput(f"--batch {path}: not a text file (expected benchdnn descriptors or MIOpenDriver lines)") from None
+        for lineno, line in enumerate(lines, 1):
+            body = line.split("#", 1)[0].strip()
+            if not body or (pattern and not pattern.search(body)):
+                continue
+            if is_miopen_line(body):  # MIOpen's layer lists: one line, its own dtype and directions
+                where = f"{path.name}:{lineno}"
                 try:
-                    items.append(Item(path.name, parse_descriptor(body, mb=mb, **fixed), text=body))
+                    for p in parse_miopen_line(body, str(path) + f":{lineno}", mb=mb, **fixed):
+                        items.append(Item(path.name, p.with_(name=where), text=body))
+                except NotRepresentable as e:
+                    items.append(Item(path.name, None, text=where, unsupported=str(e)))
                 except BadInput as e:
-                    items.append(Item(path.name, None, f"{path}:{lineno}: {e}", text=body))
+                    items.append(Item(path.name, None, str(e), text=where))
+                continue
+            try:
+                items.append(Item(path.name, parse_descriptor(body, mb=mb, **fixed), text=body))
+            except BadInput as e:
+                items.append(Item(path.name, None, f"{path}:{lineno}: {e}", text=body))
     for d in descriptors:
         items.append(Item("cli", parse_descriptor(d, mb=mb, **fixed), text=d))
     if random_count:
@@ -211,6 +236,7 @@ class SweepSummary:
     written: int = 0
     earlier: Counter = field(default_factory=Counter)  # statuses already in a resumed file
     notes: list = field(default_factory=list)
+    fixed: list = field(default_factory=list)  # records that passed where a failure was expected
 
     @property
     def whole(self) -> Counter:
@@ -254,7 +280,7 @@ class Progress:
             self.bar.update(self.task, advance=1, description=f"{rec['status']:<11} {record_label(rec)[:40]}")
         else:
             ratio = rec.get("bound_ratio")
-            print(f"[{i}/{self.total}] {rec['status']:<11} {record_label(rec)} {rec.get('dtype', '')}"
+            print(f"[{i}/{self.total}] {rec['status']:<11} {record_brief(rec)}"
                   f"{'' if ratio is None else f' err/bound {ratio:.3g}'} ({rec.get('time_s', 0):.3f} s)", file=sys.stderr, flush=True)
 
     def close(self):
@@ -277,7 +303,9 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
 
     ``options`` carries the resolved backend, reference and bound. Only an
     unavailable backend escapes (it would fail every problem the same way)."""
-    if item.problem is None:
+    if item.unsupported:
+        recs = [_error_record(item, options, item.unsupported) | {"status": "unsupported"}]
+    elif item.problem is None:
         recs = [_error_record(item, options, item.error)]
     else:
         try:
@@ -295,6 +323,8 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
     for rec in recs:
         rec["source"] = item.source
         rec["key"] = record_key(rec)
+        if options.expect_fail:
+            expectations.apply(rec, options.expect_fail)
         # which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves
         rec["worker"] = {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     return recs
@@ -303,7 +333,7 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
 def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
                        device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
-                       max_memory=options.max_memory)
+                       max_memory=options.max_memory, inputs=item.inputs)
     rec = result.record()
     if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
         rec["notes"] = list(options.notes) + [n for n in rec["notes"] if not n.startswith("cuDNN not tested")]
@@ -503,13 +533,14 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         backends.require("cudnn", "cuda")
         backends.require("torch", "cuda")
         options = SweepOptions("cudnn", "torch", "cuda", bound, options.seed, True, options.heuristics,
-                               max_memory=options.max_memory)
+                               max_memory=options.max_memory, expect_fail=options.expect_fail)
     else:
         plan = resolve(options.backend, options.reference, options.device)
         if options.heuristics and plan.backend != "cudnn":
             raise BadInput(f"--heuristics applies to the cudnn backend only; this sweep checks {plan.backend}")
         options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed,
-                               heuristics=options.heuristics, notes=tuple(plan.notes), max_memory=options.max_memory)
+                               heuristics=options.heuristics, notes=tuple(plan.notes), max_memory=options.max_memory,
+                               expect_fail=options.expect_fail)
     prior = prepare_out(out, resume)
     if not quiet:
         for note in options.notes + ((prior.message,) if prior.message else ()):
@@ -540,6 +571,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                 for rec in recs:
                     summary.written += 1
                     summary.counts[rec["status"]] += 1
+                    if rec.get("expected_failure_fixed"):
+                        summary.fixed.append(rec)
                     summary.worst.append(rec)
                     if on_record:
                         on_record(rec)
@@ -603,20 +636,21 @@ def cut_torn_tail(path: Path) -> str:
             f"cut off and set aside in {torn}")
 
 
-_SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "refused": 3, "unsupported": 4, "passed": 5}
+_SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "refused": 3, "known-failure": 4, "unsupported": 5, "passed": 6}
 
 
 def severity(rec: dict) -> tuple:
     """Sort key putting the worst record first: by status, then by error/bound, largest first."""
-    return _SEVERITY.get(rec.get("status"), 6), -(rec.get("bound_ratio") or 0.0)
+    return _SEVERITY.get(rec.get("status"), 7), -(rec.get("bound_ratio") or 0.0)
 
 
 def _worst_of(recs: list[dict]) -> dict:
     return min(recs, key=severity)
 
 
-def format_summary(summary: SweepSummary, out: Path) -> str:
-    lines = [f"sweep: {summary.written} records appended to {out} in {summary.wall_s:.1f} s"]
+def format_summary(summary: SweepSummary, out: Path | None) -> str:
+    where = f"appended to {out}" if out is not None else "checked (no --out: records not kept)"
+    lines = [f"sweep: {summary.written} records {where} in {summary.wall_s:.1f} s"]
     lines += [f"  {note}" for note in summary.notes]
     lines.append("  this run:   " + "  ".join(f"{s} {summary.counts[s]}" for s in STATUSES))
     if summary.earlier:
@@ -624,11 +658,14 @@ def format_summary(summary: SweepSummary, out: Path) -> str:
                      + f"  ({sum(summary.earlier.values())} records were already there)")
     if summary.stopped_by is not None:
         lines.append(f"  stopped by signal {summary.stopped_by}: every finished record is on disk; --resume continues")
+    for r in summary.fixed:
+        lines.append(f"  FIXED? {record_brief(r)} passed where a failure was expected "
+                     f"({r['expected_failure_fixed']['line']}: {r['expected_failure_fixed']['reason']})")
     if summary.worst:
         lines.append("  worst cases:")
         for r in summary.worst:
             ratio = r.get("bound_ratio")
-            lines.append(f"    {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {record_label(r)} {r.get('dtype') or ''}"
+            lines.append(f"    {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {record_brief(r)}"
                          f"{'  ' + r['message'][:100] if r.get('message') else ''}")
     return "\n".join(lines)
 
@@ -675,7 +712,7 @@ def write_junit(records: list[dict], path) -> Path:
         elif status == "error":
             ET.SubElement(case, "error", message=rec.get("message") or "error")
             counts["errors"] += 1
-        elif status in ("unsupported", "refused", "skipped"):
+        elif status in ("unsupported", "refused", "skipped", "known-failure"):
             ET.SubElement(case, "skipped", message=rec.get("message") or status)
             counts["skipped"] += 1
     suite.set("tests", str(len(records)))

@@ -1,0 +1,151 @@
+"""Check your own convolution inside your own tests.
+
+``assert_conv_close(actual, input, weight, ...)`` takes the arguments of
+``torch.nn.functional.conv1d/2d/3d`` (the input's rank picks the dimension) and the
+output your implementation (Triton, CUDA, CUTLASS, NumPy...) computed. It recomputes
+the convolution in float64 on the same device, and judges ``actual`` under the
+elementwise bound for *given data* (:mod:`convcheck.bound`): the worst case over every
+summation order, valid for any values you pass, with no false alarms, sharp enough to
+see a dropped tap or TF32 inputs in an fp32 kernel. The types come from the tensors
+(float32, float16, bfloat16; ``dtype="tf32"`` if your kernel is meant to use TF32).
+
+``assert_conv_input_grad_close`` and ``assert_conv_weight_grad_close`` do the same for
+the two backward convolutions, with the arguments of ``torch.nn.grad.conv{1,2,3}d_input``
+and ``_weight``.
+
+Arrays may be torch tensors (CPU or CUDA), NumPy arrays or CuPy arrays (through DLPack).
+A failure raises ``AssertionError`` whose message, like ``torch.testing.assert_close``'s,
+names the worst element's index, your value, the reference, the allowed error, their
+ratio, how many elements are outside, and the bound's derivation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .bound import make_bound
+from .compare import compare, error_ratio_map, to_torch
+from .fill import ConvInputs
+from .magnitudes import compute as magnitudes
+from .problem import ConvProblem, torch_padding
+
+_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def _tuple(value, nd: int, what: str) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * nd
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * nd
+    if len(value) != nd:
+        raise ValueError(f"{what} {value} has {len(value)} entries; a {nd}-D convolution needs {nd}")
+    return value
+
+
+def _dtype_of(t, dtype: str | None) -> str:
+    if dtype is not None:
+        if dtype not in ("fp32", "tf32", "fp16", "bf16"):
+            raise ValueError(f"dtype {dtype!r}: expected fp32, tf32, fp16 or bf16")
+        return dtype
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _DTYPES:
+        raise ValueError(f"tensors of {name} are not judged here: expected float32, float16 or bfloat16 "
+                         "(a float64 result needs no bound: compare it with torch.testing.assert_close)")
+    return _DTYPES[name]
+
+
+def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups, dtype: str, bias: bool) -> ConvProblem:
+    nd = len(x_shape) - 2
+    if nd not in (1, 2, 3) or len(w_shape) != nd + 2:
+        raise ValueError(f"input of shape {tuple(x_shape)} and weight of shape {tuple(w_shape)}: "
+                         "expected [N, C, *spatial] and [K, C/groups, *kernel] with 1 to 3 spatial axes")
+    kernel = tuple(int(k) for k in w_shape[2:])
+    stride = _tuple(stride, nd, "stride")
+    dilation = _tuple(dilation, nd, "dilation")
+    pre, post = torch_padding(padding, kernel, dilation, stride)
+    return ConvProblem(mb=int(x_shape[0]), ic=int(x_shape[1]), oc=int(w_shape[0]), input=tuple(int(i) for i in x_shape[2:]),
+                       kernel=kernel, stride=stride, pad_pre=pre, pad_post=post, dilation=dilation, groups=int(groups),
+                       dtype=dtype, direction=direction, fuse=("bias",) if bias else ())
+
+
+def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None) -> None:
+    import torch
+
+    from .backends import torch_conv
+    from .math_mode import torch_conv_math
+
+    actual = to_torch(actual)
+    device = str(actual.device) if actual.device.type == "cpu" else "cuda"
+
+    def f64(a):
+        return None if a is None else to_torch(a).detach().to(device=device, dtype=torch.float64)
+
+    x64, w64, dy64, b64 = f64(x), f64(w), f64(dy), f64(bias)
+    if tuple(actual.shape) != tuple(problem.result_shape):
+        raise AssertionError(_prefix(msg) + f"shape mismatch: actual {tuple(actual.shape)}, the convolution gives "
+                             f"{tuple(problem.result_shape)} ({problem.descriptor()})")
+    with torch_conv_math(tf32=False):
+        ref, _ = torch_conv.compute(problem, x64, w64, dy64, b64)
+    given = ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64)
+    bound = make_bound("elementwise", problem, ("yours", "reference"), data="given")
+    mags = magnitudes(problem, given, device)
+    c = compare(actual, ref, bound, mags)
+    if c.passed:
+        return
+    if c.shape_error:
+        raise AssertionError(_prefix(msg) + c.shape_error)
+    index = c.worst_index
+    ratio_map = error_ratio_map(actual, ref, bound, mags)
+    ours = float(to_torch(actual).double()[index])
+    truth = float(ref[index])
+    allowed = abs(ours - truth) / ratio_map[index] if ratio_map[index] not in (0.0, float("inf")) else 0.0
+    raise AssertionError(
+        _prefix(msg)
+        + f"convolution not close ({problem.descriptor()}, {problem.direction}, {problem.dtype}): "
+        f"{c.outside} of {c.total} elements ({100.0 * c.outside / c.total:.3g}%) outside the allowed error.\n"
+        f"Greatest error/allowed {c.max_ratio:.4g} at index {index}: actual {ours!r}, reference {truth!r}, "
+        f"|difference| {abs(ours - truth):.4g}, allowed {allowed:.4g}.\n"
+        f"Bound (any data, any summation order): {c.derivation}"
+    )
+
+
+def _prefix(msg: str | None) -> str:
+    return f"{msg}\n" if msg else ""
+
+
+def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
+                      groups: int = 1, *, dtype: str | None = None, msg: str | None = None) -> None:
+    """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
+    up to what the arithmetic of ``actual``'s type allows (see the module's docstring)."""
+    x, w = to_torch(input), to_torch(weight)
+    problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
+                       _dtype_of(to_torch(actual), dtype), bias is not None)
+    _judge(actual, problem, x, w, None, bias, msg)
+
+
+def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight: Any, grad_output: Any, stride=1,
+                                 padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
+                                 msg: str | None = None) -> None:
+    """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
+    w, dy = to_torch(weight), to_torch(grad_output)
+    problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
+                       _dtype_of(to_torch(actual), dtype), False)
+    _judge(actual, problem, None, w, dy, None, msg)
+
+
+def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence[int], grad_output: Any, stride=1,
+                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
+                                  msg: str | None = None) -> None:
+    """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
+    x, dy = to_torch(input), to_torch(grad_output)
+    problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
+                       _dtype_of(to_torch(actual), dtype), False)
+    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg)
+
+
+def _placeholder_weight(weight_size, like):
+    """torch's autograd path for asymmetric padding needs a weight of the right shape; its values do not matter."""
+    import torch
+
+    return torch.zeros(tuple(weight_size), dtype=torch.float64, device=like.device)
