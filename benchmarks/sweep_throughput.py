@@ -1,18 +1,23 @@
-"""Sweep throughput on the CPU path, and where the time goes.
+"""What a sweep costs against the two convolutions it judges, through the command users run.
 
-Runs `shapes_basic` at batch 2 (torch on the CPU vs the float64 NumPy reference,
-default elementwise bound) through the same code `convcheck sweep` uses, and
-prints problems per second and the share of the wall time spent outside the two
-convolutions (the implementation under test and the reference), i.e. in drawing
-inputs, conv(|x|,|w|) for the bound, the comparison, records and file writes.
-Target (issue 4): outside < 20%.
+Runs ``convcheck sweep --batch shapes_resnet_50 --mb 8`` in this process (the CLI's own
+``main``; process start-up excluded) on the CPU path, or at ``--mb 32`` on a GPU, then
+times the *peers* on the same problems in the same run: torch's convolution in the
+checked type and torch's float64 convolution (on the CPU) -- the two convolutions any
+check must run. Prints per problem and in total: sweep time, peer time, their ratio, and
+where the sweep's time went (per-stage times from the records: fill, under test,
+reference, magnitudes for the bound, compare, and the rest: records, file, progress).
 
-Usage: python benchmarks/sweep_throughput.py [--repeat 3]
+Usage: python benchmarks/sweep_throughput.py [--mb 8] [--direction fprop] [--dtype fp32]
+       [--repeat 2] [--jobs 1] [--batch FILE] [--match REGEX]
+Target (issue 11): sweep time <= 1.5 x the peers on 2 CPU cores at --mb 8.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 import tempfile
@@ -21,32 +26,104 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from convcheck.sweep import SweepOptions, collect, run_sweep  # noqa: E402
+import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
+import torch  # noqa: E402
+
+from _timing import median_time  # noqa: E402
+from convcheck.backends import torch_conv  # noqa: E402
+from convcheck.cli import main as convcheck_main  # noqa: E402
+from convcheck.fill import make_inputs  # noqa: E402
+from convcheck.math_mode import torch_conv_math  # noqa: E402
+from convcheck import dtypes  # noqa: E402
+from convcheck.sweep import problem_from_record  # noqa: E402
+
+STAGES = ("fill", "under_test", "reference", "magnitudes", "compare")
+
+
+def sweep(args, out: Path) -> float:
+    argv = ["sweep", "--batch", args.batch, "--mb", str(args.mb), "--out", str(out), "--quiet",
+            "--direction", args.direction, "--dtype", args.dtype, "--jobs", str(args.jobs)]
+    if args.match:
+        argv += ["--match", args.match]
+    if args.device == "cpu":
+        argv += ["--backend", "torch", "--device", "cpu"]
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = convcheck_main(argv)
+    wall = time.perf_counter() - start
+    if code not in (0, 1):
+        raise SystemExit(f"the sweep exited {code}")
+    return wall
+
+
+def peers(problem, device: str) -> float:
+    """torch in the checked type + torch float64 (the CPU's reference peer), on the problem's inputs."""
+    inputs = make_inputs(problem, 0)
+
+    def put(a, dtype):
+        return None if a is None else torch.from_numpy(a).to(device=device, dtype=dtype)
+
+    storage = dtypes.torch_dtype(problem.dtype)
+    total = 0.0
+    kinds = (storage, torch.float64) if device == "cpu" else (storage,)
+    for dtype in kinds:
+        x, w, dy = put(inputs.x, dtype), put(inputs.w, dtype), put(inputs.dy, dtype)
+
+        def run():
+            with torch_conv_math(tf32=problem.dtype == "tf32"):
+                torch_conv.compute(problem, x, w, dy)
+            if device == "cuda":
+                torch.cuda.synchronize()
+        total += median_time(run, repeat=3, warmup=1)
+    return total
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--batch", default=str(REPO / "cases" / "benchdnn" / "shapes_basic"))
+    ap.add_argument("--batch", default=str(REPO / "cases" / "benchdnn" / "shapes_resnet_50"))
+    ap.add_argument("--match")
+    ap.add_argument("--mb", type=int, default=None, help="default 8 on the CPU, 32 on a GPU")
+    ap.add_argument("--direction", default="fprop", choices=("fprop", "dgrad", "wgrad"))
+    ap.add_argument("--dtype", default="fp32")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3, help="sweeps; the fastest is reported")
     args = ap.parse_args()
-    items = collect([args.batch], mb=2)
-    run_sweep(items[:3], SweepOptions("torch", "numpy", "cpu"), Path(tempfile.mkdtemp()) / "warm.jsonl", quiet=True)
+    args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.mb = args.mb or (32 if args.device == "cuda" else 8)
+    tmp = Path(tempfile.mkdtemp())
     best = None
-    for _ in range(args.repeat):
-        out = Path(tempfile.mkdtemp()) / "s.jsonl"
-        start = time.perf_counter()
-        summary = run_sweep(items, SweepOptions("torch", "numpy", "cpu"), out, quiet=True)
-        wall = time.perf_counter() - start
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
-        convs = sum(r.get("time_backend_s", 0) + r.get("time_reference_s", 0) for r in recs)
+    for i in range(args.repeat):
+        out = tmp / f"s{i}.jsonl"
+        wall = sweep(args, out)
         if best is None or wall < best[0]:
-            best = (wall, convs, summary, len(recs))
-    wall, convs, summary, n = best
-    print(f"shapes_basic at mb 2: {n} problems in {wall:.2f} s = {n / wall:.1f} problems/s "
-          f"({dict(summary.counts)})")
-    print(f"time in the two convolutions: {convs:.2f} s ({100 * convs / wall:.0f}%); "
-          f"outside them: {wall - convs:.2f} s ({100 * (wall - convs) / wall:.0f}%, target < 20%)")
+            best = (wall, out)
+    wall, out = best
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    print(f"convcheck sweep --batch {Path(args.batch).name} --mb {args.mb} --direction {args.direction} "
+          f"--dtype {args.dtype} --jobs {args.jobs} on {args.device} ({torch.get_num_threads()} threads), "
+          f"torch {torch.__version__}\n")
+    print("| problem | bound | check ms | peers ms | ratio | " + " | ".join(STAGES) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(STAGES))
+    total_check = total_peers = 0.0
+    stage_total = dict.fromkeys(STAGES, 0.0)
+    for rec in recs:
+        p = problem_from_record(rec)
+        t_peer = peers(p, args.device)
+        t_check = rec.get("time_s") or 0.0
+        st = rec.get("time_stages_s") or {}
+        for k in STAGES:
+            stage_total[k] += st.get(k, 0.0)
+        total_check += t_check
+        total_peers += t_peer
+        print(f"| {p.name or rec['problem']} | {rec.get('bound')} | {t_check * 1e3:.1f} | {t_peer * 1e3:.1f} | "
+              f"{t_check / t_peer:.2f} | " + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in STAGES) + " |")
+    rest = wall - sum(stage_total.values())
+    print(f"\n{len(recs)} problems: sweep wall {wall:.2f} s (checks {total_check:.2f} s), "
+          f"peer convolutions {total_peers:.2f} s: ratio {wall / total_peers:.2f} (wall) / "
+          f"{total_check / total_peers:.2f} (checks only); target <= 1.5")
+    print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stage_total.items()) + f", rest (records, files) {rest:.2f} s")
     return 0
 
 

@@ -123,6 +123,8 @@ class CheckResult:
     time_s: float = 0.0
     time_backend_s: float = 0.0  # the convolution under test
     time_reference_s: float = 0.0  # the reference convolution
+    #: seconds per stage of the check: fill, under_test, reference, magnitudes (for the bound), compare
+    stages: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     outputs: Any = None  # (ours, ref, inputs) kept for --save-lesson; not serialised
 
@@ -168,6 +170,7 @@ class CheckResult:
             "time_s": round(self.time_s, 6),
             "time_backend_s": round(self.time_backend_s, 6),
             "time_reference_s": round(self.time_reference_s, 6),
+            "time_stages_s": {k: round(v, 6) for k, v in self.stages.items()},
             "backend_info": self.backend_info,
             "reference_info": self.reference_info,
             "comparison": c.as_dict() if c else None,
@@ -261,14 +264,16 @@ def run_check(
     bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data)
     under_test = backends.require(plan.backend, plan.backend_device)
     ref_impl = backends.require(plan.reference, plan.reference_device)
+    start = time.perf_counter()
     if inputs is None:
         inputs = make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random")
+    t_fill = time.perf_counter() - start
     if plant is not None:
         _refuse_invisible_plant(plant, problem, inputs, bound_name)
     planted = plants.apply(plant, problem, inputs)
     result = CheckResult(status="error", problem=problem, plan=plan, seed=inputs.seed, planted=plant,
                          bound=bound_name, fill=inputs.kind, density=inputs.density)
-    start = time.perf_counter()
+    result.stages["fill"] = t_fill
     try:
         with device_scope(plan):
             t0 = time.perf_counter()
@@ -284,10 +289,15 @@ def run_check(
             for info in (result.backend_info, result.reference_info):
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
-            result.time_backend_s, result.time_reference_s = t1 - t0, time.perf_counter() - t1
+            t2 = time.perf_counter()
+            result.time_backend_s, result.time_reference_s = t1 - t0, t2 - t1
             compare_device = "cpu" if plan.reference_device == "cpu" else "cuda"
             a = abs_conv(problem, inputs, compare_device, squares=data == "random") if bnd.needs_abs_conv else None
+            _sync_if_cuda(plan)
+            t3 = time.perf_counter()
             result.comparison = compare(ours, ref, bnd, a)
+            result.stages.update(under_test=t1 - t0, reference=t2 - t1, magnitudes=t3 - t2,
+                                 compare=time.perf_counter() - t3)
         result.status = "passed" if result.comparison.passed else "failed"
         redzone = result.backend_info.get("redzone")
         if redzone:
