@@ -22,7 +22,7 @@ A failure on a "correct" run counts as a false alarm only if that implementation
 was right: when the other implementation passes and this one is off by more than 1% of
 max|ref| (far beyond rounding), it is a real bug of the implementation, listed apart.
 
-Usage: python benchmarks/planted_bugs.py [--problems 1000] [--bug-problems 200] [--mb 1,8]
+Usage: python benchmarks/planted_bugs.py [--problems 700] [--bug-problems 200] [--mb 1,8]
        [--deep-mb 32] [--layers N] [--seed 0]
 Prints markdown tables (the README shows them).
 """
@@ -195,10 +195,14 @@ def real_layers(tally: Tally, mbs, deep_mb: int, limit: int | None, rows: list):
             tally.correct_run(bound, "resnet_50 layers", n, {"torch": ok})
             cells = []
             for bug in LAYER_BUGS:
-                if applies(bug, p) or effect(bug, p, inputs) == 0.0:
+                if applies(bug, p):
                     cells.append("-")
                     continue
-                r = check(p, bound, inputs, plant=bug)
+                try:
+                    r = check(p, bound, inputs, plant=bug)  # refuses a plant that cannot change the answer
+                except BadInput:
+                    cells.append("-")
+                    continue
                 hit = r.status == "failed"
                 tally.planted_run((bug, bound, bin_of(n)), hit)
                 tally.planted_run((bug, bound, f"resnet_50 {direction} mb{mb}"), hit)
@@ -209,7 +213,7 @@ def real_layers(tally: Tally, mbs, deep_mb: int, limit: int | None, rows: list):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--problems", type=int, default=1000, help="random problems for the false-alarm count")
+    ap.add_argument("--problems", type=int, default=700, help="random problems for the false-alarm count")
     ap.add_argument("--given", type=int, default=40, help="random problems per given-data fill")
     ap.add_argument("--bug-problems", type=int, default=200)
     ap.add_argument("--mb", default="1,8", help="batches of the real layers")

@@ -401,6 +401,8 @@ def _run_items(args, items) -> int:
         print(format_summary(summary, out if args.out else None))
         if args.junit:
             print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
+    if summary.exit_code == EXIT_BAD_INPUT:
+        print(f"convcheck: error: {summary.invalid_message}", file=sys.stderr)
     return summary.exit_code
 
 

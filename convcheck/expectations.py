@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import BadInput
 
-FAILING = ("failed", "mistrusted", "error")
+FAILING = ("failed", "mistrusted", "error", "invalid")
 _VERSION_KEYS = {"torch": "torch", "cudnn": "cudnn_backend (frontend)", "numpy": "numpy", "im2col": "numpy"}
 
 

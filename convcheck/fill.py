@@ -77,7 +77,7 @@ def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random") -> Co
 
 
 def _raw(rng, count: int, dtype) -> np.ndarray:
-    """``count`` uniformly random integers of ``dtype`` (8 or 16 bits), cut from the generator's
+    """``count`` uniformly random integers of ``dtype`` (8, 16 or 32 bits), cut from the generator's
     raw 64-bit words: reproducible from the seed, and several times faster than ``integers``."""
     per_word = 8 // np.dtype(dtype).itemsize
     return rng.bit_generator.random_raw((count + per_word - 1) // per_word).view(dtype)[:count]
@@ -127,11 +127,12 @@ def _exact(problem: ConvProblem, rng, seed: int) -> ConvInputs:
     if n * max_term <= headroom:
         return inputs  # no output can exceed the limit, even in the worst case: nothing to thin
     full = dy if thinned == "dy" else x
-    keep = _raw(rng, full.size, np.uint16).reshape(full.shape).astype(np.float32) * np.float32(2.0 ** -16)
+    keep = _raw(rng, full.size, np.uint32).reshape(full.shape)  # kept where below density * 2^32
     # Aim at half the limit on average; the check below makes sure of the largest output.
     density = min(1.0, 0.5 * headroom / (n * mean_term))
     for _ in range(40):
-        inputs = replace(inputs, density=density, **{thinned: np.where(keep < density, full, np.float32(0))})
+        inputs = replace(inputs, density=density,
+                         **{thinned: np.where(keep < np.uint32(min(density * 2.0 ** 32, 2.0 ** 32 - 1)), full, np.float32(0))})
         if largest_partial_sum(problem, inputs, thinned) <= headroom:
             break
         density /= 2

@@ -18,7 +18,7 @@ import re
 from .errors import BadInput
 
 #: Bytes per element held at once (see the module's docstring).
-BYTES_PER_INPUT = 24
+BYTES_PER_INPUT = 40
 BYTES_PER_RESULT = 112
 #: The float64 reference's im2col blocks and libraries' own scratch, on top.
 FIXED_OVERHEAD = 256 * 2 ** 20

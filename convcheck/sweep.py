@@ -31,7 +31,7 @@ from .memory import TooLarge
 from .miopen import NotRepresentable, is_miopen_line, parse_miopen_line
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
-STATUSES = ("passed", "failed", "mistrusted", "known-failure", "unsupported", "refused", "error", "skipped")
+STATUSES = ("passed", "failed", "mistrusted", "known-failure", "unsupported", "refused", "invalid", "error", "skipped")
 
 
 @dataclass
@@ -237,6 +237,7 @@ class SweepSummary:
     earlier: Counter = field(default_factory=Counter)  # statuses already in a resumed file
     notes: list = field(default_factory=list)
     fixed: list = field(default_factory=list)  # records that passed where a failure was expected
+    invalid: list = field(default_factory=list)  # records of lines that are no problem (malformed)
 
     @property
     def whole(self) -> Counter:
@@ -252,9 +253,20 @@ class SweepSummary:
         whole = self.whole
         if whole["failed"] or whole["mistrusted"]:
             return 1
+        if whole["invalid"]:
+            return 2  # lines that are no problem at all: the user's to fix (the rest was checked)
         if whole["error"]:
             return 4
         return 0
+
+    @property
+    def invalid_message(self) -> str:
+        """One line for stderr when some input could not be read as a problem."""
+        bad = [r for r in self.invalid]
+        if not bad:
+            return ""
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return f"{len(bad)} input line(s) are not problems convcheck can read; first: {bad[0].get('message')}{more}"
 
 
 class Progress:
@@ -305,8 +317,8 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
     unavailable backend escapes (it would fail every problem the same way)."""
     if item.unsupported:
         recs = [_error_record(item, options, item.unsupported) | {"status": "unsupported"}]
-    elif item.problem is None:
-        recs = [_error_record(item, options, item.error)]
+    elif item.problem is None:  # a line that is no problem at all: the user's mistake, recorded
+        recs = [_error_record(item, options, item.error) | {"status": "invalid"}]
     else:
         try:
             recs = _engine_records(item, options) if options.all_engines else [_check_record(item, options)]
@@ -384,11 +396,29 @@ class InlineExecutor:
             yield i, check_item(item, options)
 
 
-def _init_worker(devices) -> None:
-    """Pool worker: leave Ctrl-C to the parent, and take one GPU if GPUs are being shared out."""
+def _init_worker(devices, threads: int) -> None:
+    """Pool worker: leave Ctrl-C to the parent, take one GPU if GPUs are being shared out, and
+    its share of the cores (the thread pools were sized from the environment at spawn)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if devices is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(devices.get())
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:
+        pass
+
+
+#: Thread-pool sizes of the libraries a check uses, read once when each library loads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def worker_threads(jobs: int) -> int:
+    """Each of ``jobs`` workers gets an equal share of the cores: N workers each running
+    every library's default (one thread per core) would fight over the cores, and on 2
+    cores two such workers ran slower than one."""
+    return max(1, (os.cpu_count() or 1) // max(jobs, 1))
 
 
 class PoolExecutor:
@@ -412,13 +442,19 @@ class PoolExecutor:
             devices = ctx.Manager().Queue()
             for g in self.gpus:
                 devices.put(g)
-        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx, initializer=_init_worker, initargs=(devices,))
+        threads = worker_threads(self.jobs)
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(devices, threads))
 
     def results(self, todo, options, stop):
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
         queue = list(todo)
+        # Spawned workers read their thread-pool sizes from the environment they inherit.
+        saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
+        for k in THREAD_VARIABLES:
+            os.environ.setdefault(k, str(worker_threads(self.jobs)))
         pool = self._pool()
         running = {}
         try:
@@ -449,6 +485,11 @@ class PoolExecutor:
                     pool = self._pool()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 class RayExecutor:
@@ -573,6 +614,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                     summary.counts[rec["status"]] += 1
                     if rec.get("expected_failure_fixed"):
                         summary.fixed.append(rec)
+                    if rec["status"] == "invalid":
+                        summary.invalid.append(rec)
                     summary.worst.append(rec)
                     if on_record:
                         on_record(rec)
@@ -636,12 +679,13 @@ def cut_torn_tail(path: Path) -> str:
             f"cut off and set aside in {torn}")
 
 
-_SEVERITY = {"failed": 0, "error": 1, "mistrusted": 2, "refused": 3, "known-failure": 4, "unsupported": 5, "passed": 6}
+_SEVERITY = {"failed": 0, "error": 1, "invalid": 2, "mistrusted": 3, "refused": 4, "known-failure": 5, "unsupported": 6,
+             "passed": 7}
 
 
 def severity(rec: dict) -> tuple:
     """Sort key putting the worst record first: by status, then by error/bound, largest first."""
-    return _SEVERITY.get(rec.get("status"), 7), -(rec.get("bound_ratio") or 0.0)
+    return _SEVERITY.get(rec.get("status"), 8), -(rec.get("bound_ratio") or 0.0)
 
 
 def _worst_of(recs: list[dict]) -> dict:
@@ -709,8 +753,8 @@ def write_junit(records: list[dict], path) -> Path:
         if status in ("failed", "mistrusted"):
             ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
             counts["failures"] += 1
-        elif status == "error":
-            ET.SubElement(case, "error", message=rec.get("message") or "error")
+        elif status in ("error", "invalid"):
+            ET.SubElement(case, "error", message=rec.get("message") or status)
             counts["errors"] += 1
         elif status in ("unsupported", "refused", "skipped", "known-failure"):
             ET.SubElement(case, "skipped", message=rec.get("message") or status)

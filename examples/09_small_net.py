@@ -1,0 +1,53 @@
+"""A small network whose every convolution `convcheck model` checks.
+
+    convcheck model examples/09_small_net.py:SmallNet --input 8,3,32,32 --data activations
+
+Running this file lists the problems `convcheck model` would make of it (one per
+Conv1d/Conv2d/Conv3d call, named by module path) and prints the cuDNN graph of the first.
+
+Run: python examples/09_small_net.py
+"""
+
+import sys
+from pathlib import Path
+
+import torch.nn as nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+class SmallNet(nn.Module):
+    """A stem, a grouped block with padding="same", a strided downsample and a 1x1 head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.block = nn.Sequential(nn.ReLU(), nn.Conv2d(16, 16, 3, padding="same", groups=4, bias=False), nn.ReLU(),
+                                   nn.Conv2d(16, 32, 3, stride=2, padding=1, dilation=1))
+        self.head = nn.Conv2d(32, 10, 1)
+
+    def forward(self, x):
+        return self.head(self.block(self.stem(x)))
+
+
+def main() -> int:
+    from convcheck.model import conv_layers
+
+    layers = conv_layers(SmallNet(), (8, 3, 32, 32))
+    for layer in layers:
+        print(f"problem: {layer['name']:8s} {layer['problem']}")
+    try:
+        from convcheck.backends import cudnn_graph, frontend_compat as fc
+
+        cudnn = fc.import_frontend()
+        first = layers[0]["problem"]
+        built = cudnn_graph.build_graph(cudnn, first, cudnn_graph.host_descriptors(first))
+        print(f"the cuDNN graph of {layers[0]['name']}:")
+        print(fc.graph_text(built.graph))
+    except Exception as e:  # no frontend here
+        print(f"(cuDNN graph not shown: {type(e).__name__}: {e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
