@@ -57,3 +57,17 @@ class NotAvailableHere(ConvCheckError, RuntimeError):
     """Something the run needs is missing on this machine (no GPU to spread a sweep over...)."""
 
     exit_code = EXIT_UNAVAILABLE
+
+
+def text_lines(path, what: str, expected: str) -> list[str]:
+    """The lines of a text file the user named, or BadInput naming it: ``what`` is how the
+    user gave it (``--batch FILE``), ``expected`` what it should hold."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{what}: no such file (expected {expected})")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise BadInput(f"{what}: not a text file (expected {expected})") from None

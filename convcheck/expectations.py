@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BadInput
+from .errors import BadInput, text_lines
 
 FAILING = ("failed", "mistrusted", "error", "invalid")
 _VERSION_KEYS = {"torch": "torch", "cudnn": "cudnn_backend (frontend)", "numpy": "numpy", "im2col": "numpy"}
@@ -54,12 +54,7 @@ class Expectation:
 
 def read_expectations(path) -> tuple[Expectation, ...]:
     path = Path(path)
-    if not path.is_file():
-        raise BadInput(f"--expect-fail {path}: no such file")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise BadInput(f"--expect-fail {path}: not a text file") from None
+    lines = text_lines(path, f"--expect-fail {path}", "lines 'REGEX DTYPE DIRECTION IMPLEMENTATION REASON'")
     found = []
     for lineno, line in enumerate(lines, 1):
         body = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""

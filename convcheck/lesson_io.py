@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import BadInput
+from .errors import BadInput, text_lines
 from .problem import ConvProblem
 
 SHAPE_KEYS = ("n", "c", "h", "w", "k", "r", "s", "p", "q", "stride", "pad", "dilation")
@@ -37,10 +37,7 @@ def read_shapes(path: Path) -> dict:
     if not path.is_file():
         raise BadInput(f"{path}: missing (expected a {SHAPES_FILE} with the keys {' '.join(SHAPE_KEYS)})")
     shapes: dict[str, int] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise BadInput(f"{path}: not a text file (expected lines 'key value' with the keys {' '.join(SHAPE_KEYS)})") from None
+    lines = text_lines(path, str(path), f"lines 'key value' with the keys {' '.join(SHAPE_KEYS)}")
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .check import resolve, run_check
-from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported
+from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported, text_lines
 from . import expectations
 from .memory import TooLarge
 from .miopen import NotRepresentable, is_miopen_line, parse_miopen_line
@@ -122,12 +122,7 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
     items: list[Item] = []
     for path in batch_files:
         path = Path(path)
-        if not path.is_file():
-            raise BadInput(f"--batch {path}: no such file")
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise BadInput(f"--batch {path}: not a text file (expected benchdnn descriptors or MIOpenDriver lines)") from None
+        lines = text_lines(path, f"--batch {path}", "benchdnn descriptors or MIOpenDriver command lines")
         for lineno, line in enumerate(lines, 1):
             body = line.split("#", 1)[0].strip()
             if not body or (pattern and not pattern.search(body)):

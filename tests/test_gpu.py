@@ -249,3 +249,67 @@ def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
     i = next(i for i, r in enumerate(recs) if r["status"] == "passed" and r["engine_record"]["bitwise_identical"])
     rerun = run_cli("rerun", str(out), "--index", str(i))
     assert rerun.returncode == 0 and "reproduced exactly" in rerun.stderr, rerun.stdout + rerun.stderr
+
+
+# ---- the verdict at depth, the library assert and a model, on the GPU ----------------------
+
+@pytest.mark.parametrize("desc,direction", [("mb32ic64ih56oc64oh56kh3ph1", "wgrad"), ("mb8ic512ih14oc512oh14kh3ph1", "dgrad"),
+                                            ("mb32ic256ih14oc256oh14kh3ph1", "fprop")])
+def test_default_fp32_check_at_depth_is_exact_and_sees_tf32(desc, direction):
+    """The default (auto: the precision-sensitive exact fill) on deep ResNet-50 layers at batch 32:
+    cuDNN's fp32 engine passes bit for bit (or, for a Winograd/FFT engine, by the bound), and
+    the same check with TF32-rounded inputs planted fails."""
+    p = parse_descriptor(desc, direction=direction)
+    ok = run_check(p, backend="cudnn")
+    assert ok.status == "passed", (ok.message, ok.comparison)
+    assert ok.bound in ("exact", "elementwise") and ok.fill == "exact"
+    assert run_check(p, backend="cudnn", plant="tf32-inputs").status == "failed"
+
+
+def test_a_real_tf32_engine_fails_the_default_fp32_check():
+    """cuDNN's own TF32 engines judged as fp32 under the default (exact) verdict must fail."""
+    p = parse_descriptor("mb32ic256ih14oc256oh14kh3ph1")
+    from convcheck.engines import check_engines
+
+    records, _ = check_engines(p, bound="exact", repeat=1, timing_runs=1)
+    tf32 = [r for r in records if r.built and r.judged_as.startswith("tf32")]
+    assert tf32 and all(r.bound == "elementwise" for r in tf32)  # judged as TF32, by the bound
+    # torch's TF32 convolution judged as fp32 (what a user who left TF32 on would get)
+    from convcheck.backends import numpy_ref, torch_conv
+    from convcheck.bound import make_bound
+    from convcheck.compare import compare
+
+    inputs = make_inputs(p, 0, kind="exact")
+    y_tf32, _ = torch_conv.run(p.with_(dtype="tf32"), inputs, "cuda")
+    ref, _ = numpy_ref.run(p, inputs, "cpu")
+    assert not compare(y_tf32, ref, make_bound("exact", p, ("torch", "numpy"))).passed
+
+
+def test_assert_conv_close_on_cuda_tensors():
+    import torch
+    import torch.nn.functional as F
+
+    from convcheck import assert_conv_close, assert_conv_weight_grad_close
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(8, 64, 28, 28, device="cuda", generator=g)
+    w = torch.randn(128, 64, 3, 3, device="cuda", generator=g)
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    assert_conv_close(F.conv2d(x, w, padding=1), x, w, padding=1)
+    assert_conv_close(F.conv2d(x.half(), w.half(), padding=1), x.half(), w.half(), padding=1)
+    torch.backends.cudnn.conv.fp32_precision = "tf32"
+    with pytest.raises(AssertionError):  # TF32 judged as fp32
+        assert_conv_close(F.conv2d(x, w, padding=1), x, w, padding=1)
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    dy = torch.randn(8, 128, 28, 28, device="cuda", generator=g)
+    assert_conv_weight_grad_close(torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1), x, w.shape, dy, padding=1)
+
+
+def test_model_on_the_gpu_checks_cudnn_against_torch(tmp_path):
+    out = tmp_path / "m.jsonl"
+    done = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "8,3,32,32", "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(recs) == 4 and all(r["backend"] == "cudnn" and r["status"] == "passed" for r in recs)
+    acts = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "8,3,32,32", "--data", "activations", "--quiet")
+    assert acts.returncode == 0, acts.stdout + acts.stderr
