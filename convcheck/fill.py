@@ -155,8 +155,9 @@ def largest_partial_sum(problem: ConvProblem, inputs: ConvInputs, thinned: str) 
         probe = replace(inputs, w=ones((g, problem.ic // g, *problem.kernel), np.float32), bias=None)
         other = inputs.w
     elif problem.direction == "wgrad":
-        sub = replace(plain, oc=g)
-        probe = replace(inputs, dy=ones((problem.mb, g, *problem.output), np.float32), bias=None)
+        sub = replace(plain, oc=g)  # (w only gives torch's autograd path its shape)
+        probe = replace(inputs, dy=ones((problem.mb, g, *problem.output), np.float32),
+                        w=ones((g, problem.ic // g, *problem.kernel), np.float32), bias=None)
         other = inputs.dy
     else:
         sub = replace(plain, ic=g)
