@@ -17,6 +17,7 @@ from .compare import Comparison, compare, to_torch
 from .errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported
 from .fill import ConvInputs, make_inputs
 from .problem import ConvProblem
+from .verdict import status_of
 
 STATUS_EXIT = {
     "passed": EXIT_PASS, "failed": EXIT_MISMATCH, "mistrusted": EXIT_MISMATCH,
@@ -106,6 +107,10 @@ def _sync_if_cuda(plan: Plan) -> None:
         torch.cuda.current_stream().synchronize()
 
 
+#: Comparison fields a record carries flat (max_abs_diff...), so not again under "comparison".
+_FLAT_COMPARISON = {"max_abs_diff", "worst_index", "outside", "total", "rtol", "atol", "bound_ratio"}
+
+
 @dataclass
 class CheckResult:
     status: str  # passed | failed | unsupported | error
@@ -173,7 +178,8 @@ class CheckResult:
             "time_stages_s": {k: round(v, 6) for k, v in self.stages.items()},
             "backend_info": self.backend_info,
             "reference_info": self.reference_info,
-            "comparison": c.as_dict() if c else None,
+            # the comparison's other facts; its headline numbers are the flat fields above (once)
+            "comparison": {k: v for k, v in c.as_dict().items() if k not in _FLAT_COMPARISON} if c else None,
             "versions": self.versions,
         }
         return rec
@@ -298,10 +304,7 @@ def run_check(
             result.comparison = compare(ours, ref, bnd, a)
             result.stages.update(under_test=t1 - t0, reference=t2 - t1, magnitudes=t3 - t2,
                                  compare=time.perf_counter() - t3)
-        result.status = "passed" if result.comparison.passed else "failed"
-        redzone = result.backend_info.get("redzone")
-        if redzone:
-            result.status, result.message = "failed", "out-of-bounds write: " + "; ".join(redzone)
+        result.status, result.message = status_of(result.comparison, result.backend_info.get("redzone") or ())
         if result.backend_info.get("bitwise_identical") is False:
             result.plan.notes.append(f"results differ between the {repeat} runs of the same engine (not bitwise reproducible)")
         if result.status == "failed" and bound_name == "exact" and plan.backend == "cudnn" and not planted.compute:
@@ -309,7 +312,8 @@ def run_check(
             if inexact:  # Winograd/FFT transform the data: not exact, so judged by a bound (as engines does)
                 bnd = make_bound("elementwise", problem, (plan.backend, plan.reference))
                 result.comparison = compare(ours, ref, bnd, abs_conv(problem, inputs, compare_device, squares=True))
-                result.bound, result.status = "elementwise", "passed" if result.comparison.passed else "failed"
+                result.bound = "elementwise"
+                result.status, result.message = status_of(result.comparison, result.backend_info.get("redzone") or ())
                 result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {'/'.join(inexact)}: "
                                          "not exact, judged by the elementwise bound")
         if result.status == "passed" and bound_name == "exact" and result.comparison.ref_zero_fraction > MISTRUST_ZERO_FRACTION:
@@ -318,8 +322,6 @@ def run_check(
                 result.status = "mistrusted"
                 result.message = (f"{zeros:.0%} of the reference outputs that are not zero by geometry are zero "
                                   f"(more than {MISTRUST_ZERO_FRACTION:.0%}): an exact match proves little")
-        if result.comparison.shape_error:
-            result.message = result.comparison.shape_error
         if keep_outputs:
             result.outputs = (ours, ref, inputs)
     except Unsupported as e:
@@ -356,7 +358,7 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
         ref, result.reference_info = ref_impl.run(problem, inputs, device)
         a = abs_conv(problem, inputs, device) if bnd.needs_abs_conv else None
         result.comparison = compare(y_stored, ref, bnd, a)
-    result.status = "passed" if result.comparison.passed else "failed"
+    result.status, result.message = status_of(result.comparison)
     result.time_s = time.perf_counter() - start
     result.versions = versions()
     return result

@@ -24,6 +24,7 @@ from .compare import compare
 from .errors import Unsupported
 from .fill import make_inputs
 from .problem import ConvProblem
+from .verdict import status_of
 
 DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
 
@@ -124,13 +125,11 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             c = compare(cudnn_graph.result_tensor(prep), ref, judging, magnitudes)
             if keep_outputs:
                 kept[i] = (cudnn_graph.result_tensor(prep).clone(), judging)
-            rec.status = "passed" if c.passed else "failed"
+            rec.status, why = status_of(c, run.redzone)
+            rec.message = why or rec.message
             rec.max_abs_diff, rec.bound_ratio, rec.outside = c.max_abs_diff, c.max_ratio, c.outside
             rec.workspace_bytes, rec.times_ms, rec.median_ms = run.workspace_bytes, run.times_ms, run.median_ms
             rec.redzone, rec.bitwise_identical = run.redzone, run.bitwise_identical
-            if run.redzone:
-                rec.status = "failed"
-                rec.message = "out-of-bounds write: " + "; ".join(run.redzone)
             if rec.claims_deterministic and run.bitwise_identical is False:
                 rec.message = (rec.message + "; " if rec.message else "") + "claims determinism but results differ between runs"
             records.append(rec)
