@@ -37,7 +37,7 @@ from convcheck.cli import main as convcheck_main  # noqa: E402
 from convcheck.fill import make_inputs  # noqa: E402
 from convcheck.math_mode import torch_conv_math  # noqa: E402
 from convcheck import dtypes  # noqa: E402
-from convcheck.sweep import problem_from_record  # noqa: E402
+from convcheck.records import problem_from_record  # noqa: E402
 
 STAGES = ("fill", "under_test", "reference", "magnitudes", "compare")
 

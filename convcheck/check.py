@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import time
 
-import numpy as np
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,8 +194,6 @@ def abs_conv(problem: ConvProblem, inputs: ConvInputs, device: str, squares: boo
 def nonstructural_zero_fraction(problem: ConvProblem, ref, device: str) -> float:
     """The fraction of zeros in ``ref`` among outputs that are not zero by geometry alone
     (a window reading only padding is zero whatever the data: it proves nothing either way)."""
-    import torch
-
     from .magnitudes import structural_zeros
 
     ref = to_torch(ref).to(device)

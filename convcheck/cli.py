@@ -387,7 +387,8 @@ def _run_items(args, items) -> int:
     from pathlib import Path
 
     from .expectations import read_expectations
-    from .sweep import SweepOptions, format_summary, make_executor, read_records, run_sweep, write_junit
+    from .records import read_records, write_junit
+    from .sweep import SweepOptions, format_summary, make_executor, run_sweep
 
     _output_file(args.junit, "--junit")
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
@@ -408,7 +409,7 @@ def _run_items(args, items) -> int:
 
 def cmd_rerun(args) -> int:
     from .check import run_check
-    from .sweep import pick_record, problem_from_record, read_records
+    from .records import pick_record, problem_from_record, read_records
 
     rec = pick_record(read_records(args.file), args.index, args.name)
     if rec.get("engine"):
@@ -433,7 +434,8 @@ def _say_reproduced(args, rec: dict, status: str, max_abs_diff) -> None:
 def _rerun_engine(rec: dict, args) -> int:
     """A plan's record from an --all-engines sweep: that plan again, judged as the sweep judged it."""
     from .engines import check_engines, format_table
-    from .sweep import ENGINE_STATUS, problem_from_record
+    from .records import problem_from_record
+    from .sweep import ENGINE_STATUS
 
     problem = problem_from_record(rec)
     records, context = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
@@ -448,7 +450,7 @@ def _rerun_engine(rec: dict, args) -> int:
 
 def cmd_diff(args) -> int:
     from .diff import diff_records, format_diff
-    from .sweep import read_records
+    from .records import read_records
 
     d = diff_records(read_records(args.a), read_records(args.b), args.factor)
     print(json.dumps(d.as_dict(), indent=2, default=str) if args.json else format_diff(d, args.a, args.b, args.factor))
@@ -460,7 +462,7 @@ def cmd_matrix(args) -> int:
 
     from .diff import diff_records, format_diff
     from .matrix import cudnn_requirement, run_matrix
-    from .sweep import read_records
+    from .records import read_records
 
     sweep_args = args.sweep_args[1:] if args.sweep_args[:1] == ["--"] else args.sweep_args
     requirements = [cudnn_requirement(v) for v in args.cudnn] + list(args.install)

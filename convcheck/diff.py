@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .sweep import record_key, record_label
+from .records import record_key, record_label
 
 VERSION_KEYS = ("convcheck", "torch", "cudnn (torch)", "cudnn_frontend", "cudnn_backend (frontend)", "cupy", "gpu", "numpy")
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from . import backends
-from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, make_bound, resolve as resolve_bound
+from .bound import INEXACT_ALGORITHMS, make_bound, resolve as resolve_bound
 from .check import Plan, abs_conv, device_scope
 from .compare import compare
 from .errors import Unsupported

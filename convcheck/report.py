@@ -23,7 +23,7 @@ import numpy as np
 from .bound import make_bound
 from .check import abs_conv, run_check
 from .compare import error_ratio_map
-from .sweep import problem_from_record, read_records, record_label, severity
+from .records import problem_from_record, read_records, record_label, severity
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import textwrap
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from convcheck.sweep import read_records, record_key
+from convcheck.records import read_records, record_key
 
 from .conftest import REPO, run_cli
 
@@ -223,7 +223,8 @@ def _engine_sweep_file(path, flips=None, extra=None, seed=0):
 
 
 def test_engine_records_have_a_key_per_plan_and_resume_by_problem(tmp_path):
-    from convcheck.sweep import Item, SweepOptions, _identity, done_keys
+    from convcheck.records import done_keys
+    from convcheck.sweep import Item, SweepOptions, _identity
     from convcheck.problem import parse_descriptor
 
     recs = _engine_sweep_file(tmp_path / "e.jsonl")
@@ -247,7 +248,7 @@ def test_diff_junit_and_report_name_the_plan(tmp_path):
     assert done.returncode == 1, done.stdout
     assert "passed -> failed  mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0 [eng38_k2=1_k13=0]" in done.stdout
     assert "only in B: mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0 [eng90_k2=3]" in done.stdout
-    from convcheck.sweep import write_junit
+    from convcheck.records import write_junit
 
     suite = ET.parse(write_junit(read_records(b), tmp_path / "j.xml")).getroot()
     names = [c.get("name") for c in suite]

@@ -1,0 +1,192 @@
+"""Sweep records: one JSON object a line, what identifies them, how to read them back
+(torn tails included), how bad each is, and how they leave as JUnit XML. Used by sweep,
+model, rerun, diff and report alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BadInput
+from .problem import ConvProblem, layout_from_name, parse_descriptor
+
+STATUSES = ("passed", "failed", "mistrusted", "known-failure", "unsupported", "refused", "invalid", "error", "skipped")
+
+
+def record_key(rec: dict) -> str:
+    """What identifies a problem across runs and machines (not the versions or results).
+    A record of an --all-engines sweep also names its plan (``engine``); without that
+    field the key is the problem's within that sweep (what ``--resume`` skips)."""
+    key = "|".join(str(rec.get(k)) for k in (
+        "problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug"))
+    if rec.get("engines"):
+        key += f"|engines={rec['engines']}"
+    if rec.get("engine"):
+        key += f"|engine={rec['engine']}"
+    return key
+
+
+def record_label(rec: dict) -> str:
+    """A record's problem as people read it, with its plan in an --all-engines sweep."""
+    return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
+
+
+def record_brief(rec: dict) -> str:
+    """The label with what else was checked: dtype, layout, direction, fusion, bound."""
+    extra = [rec.get("dtype"), rec.get("layout"), rec.get("direction"), "+".join(rec.get("fuse") or []) or None,
+             rec.get("bound") and f"bound {rec['bound']}"]
+    return record_label(rec) + " " + " ".join(str(x) for x in extra if x)
+
+
+def done_keys(path: Path) -> set[str]:
+    """Keys already in a sweep file; a torn last line (a crash mid-write) is ignored."""
+    keys = set()
+    if not path.exists():
+        return keys
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            keys.add(record_key(rec))
+            if rec.get("engine"):  # a plan's record: its problem was checked
+                keys.add(record_key({k: v for k, v in rec.items() if k != "engine"}))
+    return keys
+
+
+def read_records(path) -> list[dict]:
+    """Every record of a sweep file. A torn last line (no newline: a crash mid-write) is left
+    out, and said so on stderr; any other line that is not a JSON object is bad input."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such sweep file")
+    records = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a sweep file (not UTF-8 text)") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if lineno == len(lines) and not line.endswith("\n"):
+                print(f"convcheck: {path}:{lineno}: torn last line left out (a crash mid-write)", file=sys.stderr)
+                continue
+            raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
+        if not isinstance(rec, dict):
+            raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)")
+        records.append(rec)
+    return records
+
+
+@dataclass
+class PriorRecords:
+    records: list
+    message: str = ""
+
+
+def prepare_out(out: Path, resume: bool) -> PriorRecords:
+    """Make ``out`` safe to append to. Without ``resume`` an existing, non-empty file is refused
+    (appending would mix two sweeps). With it, a torn last line (a crash mid-write) is cut off
+    and set aside in OUT.torn, never glued to, and the file's records are returned."""
+    if out.is_dir():
+        raise BadInput(f"--out {out} is a folder; expected a JSON-lines file")
+    if not out.parent.is_dir():
+        raise BadInput(f"--out {out}: folder {out.parent} does not exist")
+    if not out.exists() or out.stat().st_size == 0:
+        return PriorRecords([])
+    if not resume:
+        raise BadInput(f"--out {out} already holds a sweep; add --resume to continue it, or write to another file")
+    message = cut_torn_tail(out)
+    return PriorRecords(read_records(out), message)
+
+
+def cut_torn_tail(path: Path) -> str:
+    """If the last line of ``path`` has no newline (a write cut short), move it to PATH.torn and
+    truncate the file after its last whole line. Returns what was done ('' if nothing)."""
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return ""
+        f.seek(0)
+        data = f.read()
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+    torn = path.with_name(path.name + ".torn")
+    with open(torn, "ab") as t:
+        t.write(data[keep:] + b"\n")
+    return (f"{path}: its last line was torn (a crash mid-write, {size - keep} bytes); "
+            f"cut off and set aside in {torn}")
+
+
+_SEVERITY = {"failed": 0, "error": 1, "invalid": 2, "mistrusted": 3, "refused": 4, "known-failure": 5, "unsupported": 6,
+             "passed": 7}
+
+
+def severity(rec: dict) -> tuple:
+    """Sort key putting the worst record first: by status, then by error/bound, largest first."""
+    return _SEVERITY.get(rec.get("status"), 8), -(rec.get("bound_ratio") or 0.0)
+
+
+def problem_from_record(rec: dict) -> ConvProblem:
+    try:
+        return parse_descriptor(rec["problem"], mode=rec.get("mode") or "xcorr", dtype=rec.get("dtype") or "fp32",
+                                layout=layout_from_name(rec.get("layout") or "nchw"),
+                                direction=rec.get("direction") or "fprop", fuse=tuple(rec.get("fuse") or ()))
+    except KeyError as e:
+        raise BadInput(f"the record has no {e} field") from None
+
+
+def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:
+    if not records:
+        raise BadInput("the sweep file holds no records")
+    if index is not None:
+        if not 0 <= index < len(records):
+            raise BadInput(f"--index {index}: the file has records 0..{len(records) - 1}")
+        return records[index]
+    matches = [r for r in records if name and name in r.get("problem", "")]
+    if not matches:
+        raise BadInput(f"--name {name!r} matches no record's problem")
+    return matches[0]
+
+
+def write_junit(records: list[dict], path) -> Path:
+    """JUnit XML for CI systems: a testcase per record; failed/mistrusted are failures,
+    error is an error, unsupported and skipped are skipped."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="convcheck")
+    counts = Counter()
+    for rec in records:
+        name = " ".join(str(x) for x in (record_label(rec), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
+                                         ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
+        case = ET.SubElement(suite, "testcase", classname=f"convcheck.{rec.get('source', 'check')}",
+                             name=name, time=f"{rec.get('time_s') or 0:.6f}")
+        status = rec.get("status")
+        detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
+        if status in ("failed", "mistrusted"):
+            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
+            counts["failures"] += 1
+        elif status in ("error", "invalid"):
+            ET.SubElement(case, "error", message=rec.get("message") or status)
+            counts["errors"] += 1
+        elif status in ("unsupported", "refused", "skipped", "known-failure"):
+            ET.SubElement(case, "skipped", message=rec.get("message") or status)
+            counts["skipped"] += 1
+    suite.set("tests", str(len(records)))
+    for k in ("failures", "errors", "skipped"):
+        suite.set(k, str(counts[k]))
+    path = Path(path)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    return path
