@@ -408,41 +408,37 @@ def _run_items(args, items) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from .check import run_check
-    from .records import pick_record, problem_from_record, read_records
+    from .records import pick_record, read_records
+    from .rerun import rerun_check
 
     rec = pick_record(read_records(args.file), args.index, args.name)
     if rec.get("engine"):
         return _rerun_engine(rec, args)
-    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
-    result = run_check(problem_from_record(rec), backend=rec["backend"], reference=rec["reference"], device=device,
-                       seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"))
+    result = rerun_check(rec)
     code = _emit(result, args.json, None)
     _say_reproduced(args, rec, result.status, result.record()["max_abs_diff"])
     return code
 
 
 def _say_reproduced(args, rec: dict, status: str, max_abs_diff) -> None:
-    """Whether a rerun gave the recorded verdict and the recorded max|diff|, bit for bit."""
-    same = status == rec.get("status") and max_abs_diff == rec.get("max_abs_diff")
+    from .rerun import reproduced
+
     which = args.index if args.index is not None else repr(args.name)
     plan = f" (plan {rec['engine']})" if rec.get("engine") else ""
     print(f"rerun of record {which}{plan}: recorded {rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), "
-          f"now {status} (max|diff| {max_abs_diff}): {'reproduced exactly' if same else 'DIFFERENT'}", file=sys.stderr)
+          f"now {status} (max|diff| {max_abs_diff}): "
+          f"{'reproduced exactly' if reproduced(rec, status, max_abs_diff) else 'DIFFERENT'}", file=sys.stderr)
 
 
 def _rerun_engine(rec: dict, args) -> int:
-    """A plan's record from an --all-engines sweep: that plan again, judged as the sweep judged it."""
-    from .engines import check_engines, format_table
-    from .records import problem_from_record
+    from .engines import format_table
+    from .rerun import rerun_plan
     from .sweep import ENGINE_STATUS
 
-    problem = problem_from_record(rec)
-    records, context = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
-                                     heuristics=rec.get("heuristics"), engine=rec["engine"])
+    records, context = rerun_plan(rec)
     r = records[0]
     print(json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) if args.json else
-          f"# {problem}\n" + format_table(records))
+          f"# {rec.get('problem')}\n" + format_table(records))
     now = ENGINE_STATUS[r.status]
     _say_reproduced(args, rec, now, r.max_abs_diff)
     return 1 if now == "failed" else 0

@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from .bound import make_bound
-from .check import abs_conv, run_check
+from .check import abs_conv
 from .compare import error_ratio_map
+from .errors import ConvCheckError
 from .records import problem_from_record, read_records, record_label, severity
 
 _CSS = """
@@ -72,7 +73,10 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
     import matplotlib.pyplot as plt
 
     problem = problem_from_record(rec)
-    ratio, remark = _rerun_ratio_map(rec, problem)
+    try:
+        ratio, remark = _rerun_ratio_map(rec, problem)
+    except ConvCheckError as e:  # e.g. a record of given data, which the file does not hold
+        return [], f"not re-run: {e}"
     if ratio is None:
         return [], remark
     folded = ratio.max(axis=0) if ratio.ndim > 1 else ratio[None]  # fold the batch (or K for wgrad) by max
@@ -102,20 +106,17 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
 
 def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, str]:
     """error/bound per element of the recorded check, re-run; (None, why) if it gave no output."""
-    if rec.get("engine"):  # a plan of an --all-engines sweep: that plan, judged as the sweep judged it
-        from .engines import check_engines
+    from .rerun import rerun_check, rerun_plan
 
-        records, context = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
-                                         heuristics=rec.get("heuristics"), engine=rec["engine"], keep_outputs=True)
+    if rec.get("engine"):  # a plan of an --all-engines sweep: that plan, judged as the sweep judged it
+        records, context = rerun_plan(rec, keep_outputs=True)
         r = records[0]
         if r.index not in context["outputs"]:
             return None, f"re-run of plan {r.name}: {r.status}: {r.message}"
         y, bound = context["outputs"][r.index]
         return (error_ratio_map(y, context["ref"], bound, context["abs_conv"]),
                 f"re-run of plan {r.name}: {r.status}, err/bound {r.bound_ratio:.3g}")
-    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
-    result = run_check(problem, backend=rec["backend"], reference=rec["reference"], device=device,
-                       seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"), keep_outputs=True)
+    result = rerun_check(rec, keep_outputs=True)
     if result.outputs is None:
         return None, f"re-run gave {result.status}: {result.message}"
     ours, ref, inputs = result.outputs

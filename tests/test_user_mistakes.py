@@ -255,3 +255,15 @@ def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data
     if code == 2:
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip() and not ln.startswith("sweep: cuDNN not tested")]
         assert len(lines) == 1, (argv, err.getvalue())
+
+
+def test_a_record_of_given_data_is_not_rerun_as_something_else(tmp_path):
+    model = tmp_path / "net.py"
+    model.write_text("import torch.nn as nn\nclass Net(nn.Sequential):\n    def __init__(self):\n"
+                     "        super().__init__(nn.Conv2d(3, 4, 3, padding=1))\n")
+    out = tmp_path / "m.jsonl"
+    assert run_cli("model", f"{model}:Net", "--input", "2,3,8,8", "--data", "activations", "--out", str(out),
+                   "--backend", "torch", "--device", "cpu", "--quiet").returncode == 0
+    done = run_cli("rerun", str(out), "--index", "0")
+    _one_line_exit_2(done)
+    assert "given data" in done.stderr
