@@ -23,8 +23,6 @@ STATUS_EXIT = {
     "unsupported": EXIT_UNAVAILABLE, "error": EXIT_INTERNAL,
 }
 
-_DEFAULT_REFERENCE = {"cudnn": "torch", "torch": "numpy", "numpy": "torch", "im2col": "numpy"}
-
 
 @dataclass
 class Plan:
@@ -63,20 +61,19 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
             reference = reference or "numpy"
     if backend not in backends.NAMES:
         raise BadInput(f"unknown backend {backend!r}; expected auto or one of {', '.join(backends.NAMES)}")
-    reference = reference or _DEFAULT_REFERENCE[backend]
+    reference = reference or backends.facts(backend).default_reference
     if reference not in backends.NAMES:
         raise BadInput(f"unknown reference {reference!r}; expected one of {', '.join(backends.NAMES)}")
     if backend == "cudnn":
         if device == "cpu":
             raise BadInput("the cudnn backend runs on the GPU; --device cpu applies only to torch")
         device = "cuda"
-    elif backend in ("numpy", "im2col"):
+    elif backends.host_only(backend):
         device = device or ("cuda" if reference == "torch" and _cuda_usable() else "cpu")
     else:
         device = device or ("cuda" if _cuda_usable() else "cpu")
-    host_only = ("numpy", "im2col")
-    backend_device = "cpu" if backend in host_only else device
-    reference_device = "cpu" if reference in host_only else device
+    backend_device = "cpu" if backends.host_only(backend) else device
+    reference_device = "cpu" if backends.host_only(reference) else device
     if reference == backend:
         raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r})")
     if not notes and "cudnn" not in (backend, reference):

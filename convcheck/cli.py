@@ -12,6 +12,7 @@ import sys
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError
+from .backends import NAMES as BACKEND_NAMES
 from .bound import BOUNDS
 from .plant import BUGS
 from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
@@ -90,8 +91,8 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
     w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--bound", choices=BOUNDS, default="auto")
-    w.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto")
-    w.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"))
+    w.add_argument("--backend", choices=("auto", *BACKEND_NAMES), default="auto")
+    w.add_argument("--reference", choices=BACKEND_NAMES)
     w.add_argument("--device", choices=("cpu", "cuda"))
     w.add_argument("--out", required=out_required, metavar="FILE",
                    help="JSON-lines file the records go to" + ("" if out_required else " (default: a temporary file)"))
@@ -114,9 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="run one problem and compare", epilog=EPILOG)
     _problem_args(c)
-    c.add_argument("--backend", choices=("auto", "cudnn", "torch", "numpy", "im2col"), default="auto",
+    c.add_argument("--backend", choices=("auto", *BACKEND_NAMES), default="auto",
                    help="implementation under test; auto = cudnn on a usable GPU, else torch on the CPU")
-    c.add_argument("--reference", choices=("torch", "numpy", "cudnn", "im2col"),
+    c.add_argument("--reference", choices=BACKEND_NAMES,
                    help="what it is compared with (default: torch for cudnn, numpy for torch)")
     c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
     c.add_argument("--seed", type=_at_least(0), default=0, help="seed of the random inputs (recorded)")

@@ -14,12 +14,6 @@ from pathlib import Path
 
 from .check import CheckResult
 
-_IMPL = {
-    "cudnn": "cuDNN graph (cudnn-frontend)",
-    "torch": "torch.nn.functional.conv",
-    "numpy": "NumPy float64 reference",
-    "stored": "stored output (conv_y.f32)",
-}
 
 
 def _dtype_note(name: str) -> str:
@@ -62,10 +56,14 @@ def direction_text(p) -> str:
 
 def _implementation(name: str, info: dict) -> str:
     """The call that really ran, where the implementation says (torch.nn.grad.conv2d_input...)."""
+    from . import backends
+
     how = (info or {}).get("implementation")
-    if how and name in ("torch", "numpy", "im2col"):
+    if name == "stored":
+        return "stored output (conv_y.f32)"
+    if how and name != "cudnn":
         return how
-    return _IMPL.get(name, name)
+    return backends.facts(name).label if name in backends.NAMES else name
 
 
 def _math_lines(info: dict) -> list[str]:

@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .backends import NAMES as BACKEND_NAMES
 from .errors import BadInput, text_lines
 
 FAILING = ("failed", "mistrusted", "error", "invalid")
-_VERSION_KEYS = {"torch": "torch", "cudnn": "cudnn_backend (frontend)", "numpy": "numpy", "im2col": "numpy"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,10 @@ class Expectation:
         if name != "*" and rec.get("backend") != name:
             return False
         if version:
-            have = (rec.get("versions") or {}).get(_VERSION_KEYS.get(rec.get("backend"), ""), "")
+            from . import backends
+
+            key = backends.facts(rec["backend"]).version_key if rec.get("backend") in backends.NAMES else ""
+            have = (rec.get("versions") or {}).get(key, "")
             if not fnmatch.fnmatch(str(have), version):
                 return False
         return True
@@ -73,7 +76,7 @@ def read_expectations(path) -> tuple[Expectation, ...]:
             raise BadInput(f"{where}: dtype {dtype!r}; expected fp32, tf32, fp16, bf16 or *")
         if direction not in ("*", "fprop", "dgrad", "wgrad"):
             raise BadInput(f"{where}: direction {direction!r}; expected fprop, dgrad, wgrad or *")
-        if impl.partition("==")[0] not in ("*", "torch", "cudnn", "numpy", "im2col"):
+        if impl.partition("==")[0] not in ("*", *BACKEND_NAMES):
             raise BadInput(f"{where}: implementation {impl!r}; expected torch, cudnn, numpy, im2col or * (optionally ==VERSION)")
         found.append(Expectation(pattern, dtype, direction, impl, reason, where))
     return tuple(found)

@@ -19,7 +19,9 @@ def rerun_check(rec: dict, keep_outputs: bool = False):
     from .check import run_check
 
     _rerunnable(rec)
-    device = rec.get("backend_device") if rec.get("backend") not in ("numpy", "im2col") else rec.get("reference_device")
+    from . import backends
+
+    device = rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
     return run_check(problem_from_record(rec), backend=rec["backend"], reference=rec["reference"], device=device,
                      seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"),
                      keep_outputs=keep_outputs)

@@ -1,7 +1,9 @@
 """The implementations convcheck can run, each imported only when it is used.
 
 Every backend module has ``name``, ``unavailable_reason(device) -> str | None``
-and ``run(problem, inputs, device) -> (array, info)``. The array may be NumPy,
+and ``run(problem, inputs, device) -> (array, info)``, and describes itself: ``label``,
+``devices`` it can run on, its ``default_reference`` and the ``version_key`` of the
+library version a record names (read through :func:`facts`). The array may be NumPy,
 torch or CuPy-through-torch; :mod:`convcheck.compare` takes any of them.
 A machine without CuPy, the frontend or a GPU can still import this package:
 asking for a backend that cannot run gives its reason, not an ImportError.
@@ -45,3 +47,13 @@ def require(name: str, device: str):
     if reason:
         raise BackendUnavailable(name, reason)
     return module(name)
+
+
+def facts(name: str):
+    """The backend's own description (label, devices, default_reference, version_key)."""
+    return module(name)
+
+
+def host_only(name: str) -> bool:
+    """Whether the implementation runs on the CPU only (the float64 reference, im2col)."""
+    return tuple(facts(name).devices) == ("cpu",)

@@ -44,6 +44,12 @@ from ..redzone import GuardedBuffer, bitwise_equal
 from . import frontend_compat as fc
 
 name = "cudnn"
+#: What it is, where it runs, what it is checked against by default, and which recorded
+#: version names it (convcheck.backends.facts reads these).
+label = "cuDNN graph (cudnn-frontend)"
+devices = ("cuda",)
+default_reference = "torch"
+version_key = "cudnn_backend (frontend)"
 
 HEURISTICS = ("A", "FALLBACK")
 #: Numerical notes probed per plan by ``plan_notes``.

@@ -18,6 +18,12 @@ from ..problem import ConvProblem
 from .numpy_ref import pad_input
 
 name = "im2col"
+#: What it is, where it runs, what it is checked against by default, and which recorded
+#: version names it (convcheck.backends.facts reads these).
+label = "im2col + float32 matmul"
+devices = ("cpu",)
+default_reference = "numpy"
+version_key = "numpy"
 
 
 def unavailable_reason(device: str) -> str | None:

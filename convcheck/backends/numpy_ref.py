@@ -29,6 +29,12 @@ import numpy as np
 from ..problem import ConvProblem
 
 name = "numpy"
+#: What it is, where it runs, what it is checked against by default, and which recorded
+#: version names it (convcheck.backends.facts reads these).
+label = "NumPy float64 reference"
+devices = ("cpu",)
+default_reference = "torch"
+version_key = "numpy"
 
 #: At most this many bytes of gathered columns at once: the kernel taps are
 #: gathered in blocks (all taps, or all taps for each index of the leading kernel

@@ -13,6 +13,12 @@ from ..math_mode import torch_conv_math, torch_tf32_state
 from ..problem import ConvProblem
 
 name = "torch"
+#: What it is, where it runs, what it is checked against by default, and which recorded
+#: version names it (convcheck.backends.facts reads these).
+label = "torch.nn.functional.conv"
+devices = ("cpu", "cuda")
+default_reference = "numpy"
+version_key = "torch"
 
 
 def unavailable_reason(device: str) -> str | None:
