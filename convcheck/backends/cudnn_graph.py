@@ -116,7 +116,7 @@ class ConvGraph:
 
 
 def _activation(g, act: str, t):
-    from .numpy_ref import LEAKY_SLOPE
+    from ..convmath import LEAKY_SLOPE
 
     if act == "relu":
         return g.relu(input=t, name="relu")

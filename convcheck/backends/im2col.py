@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..problem import ConvProblem
-from .numpy_ref import pad_input
+from ..convmath import pad_input
 
 name = "im2col"
 #: What it is, where it runs, what it is checked against by default, and which recorded

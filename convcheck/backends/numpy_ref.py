@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ..convmath import LEAKY_SLOPE, pad_input
 from ..problem import ConvProblem
 
 name = "numpy"
@@ -46,14 +47,6 @@ def unavailable_reason(device: str) -> str | None:
     if device not in ("cpu", None):
         return "the NumPy reference runs on the CPU only (use --device cpu)"
     return None
-
-
-def pad_input(problem: ConvProblem, x: np.ndarray) -> np.ndarray:
-    """Crop for negative back padding, then zero-pad front and back."""
-    crop = (slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)
-    x = x[crop]
-    widths = [(0, 0), (0, 0)] + [(pre, post) for pre, post in zip(problem.pad_pre, problem.nonnegative_pad_post)]
-    return np.pad(x, widths)
 
 
 def _kernel(problem: ConvProblem, w: np.ndarray, dtype) -> np.ndarray:
@@ -173,8 +166,6 @@ def activation(name: str | None, v: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown activation {name!r}")
 
 
-#: Negative slope of the fused leaky ReLU (torch's default).
-LEAKY_SLOPE = 0.01
 
 
 def compute(problem: ConvProblem, inputs, dtype=np.float64) -> np.ndarray:

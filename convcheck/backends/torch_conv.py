@@ -86,7 +86,7 @@ def activation(name: str | None, v):
     import torch
     import torch.nn.functional as F
 
-    from .numpy_ref import LEAKY_SLOPE
+    from ..convmath import LEAKY_SLOPE
 
     if name is None:
         return v
