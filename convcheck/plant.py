@@ -137,9 +137,9 @@ def fp16_accumulation(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
     """The convolution with every partial sum rounded to fp16 (a reduced-precision accumulator).
 
     Forward: every product added to an fp16 accumulator, channel by channel and tap by tap.
-    dgrad and wgrad: the accumulator is rounded to fp16 after each slice of the sum (one
-    output channel per group for dgrad, one image for wgrad), each slice summed exactly:
-    a split accumulation whose running total lives in fp16."""
+    dgrad and wgrad: the accumulator is rounded to fp16 after each slice of the sum (a block
+    of output channels of every group for dgrad, of images for wgrad; MAX_SLICES at most),
+    each slice summed exactly: a split accumulation whose running total lives in fp16."""
     if problem.direction != "fprop":
         return _fp16_accumulation_backward(problem, inputs)
     import torch
@@ -166,6 +166,12 @@ def fp16_accumulation(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
     return acc.to(torch.float32).numpy().reshape(n, problem.oc, *out)
 
 
+#: Slices of a backward sum whose running total is rounded to fp16 (at most; fewer when the
+#: sum has fewer output channels per group, or images): as many roundings as a split-K kernel
+#: with an fp16 accumulator would make, at a cost of MAX_SLICES convolutions of the slice size.
+MAX_SLICES = 32
+
+
 def _fp16_accumulation_backward(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
     import torch
 
@@ -174,13 +180,19 @@ def _fp16_accumulation_backward(problem: ConvProblem, inputs: ConvInputs) -> np.
     def t(a):
         return None if a is None else torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
 
+    g = problem.groups
     if problem.direction == "dgrad":
-        kg = problem.oc // problem.groups
-        sub = replace(problem, oc=problem.groups)  # the j-th output channel of every group
-        slices = ((sub, None, inputs.w[j::kg], inputs.dy[:, j::kg]) for j in range(kg))
+        kg = problem.oc // g
+        step = -(-kg // MAX_SLICES)  # output channels of each group per slice
+
+        def block(j):  # channels j..j+step-1 of every group
+            idx = np.concatenate([np.arange(gi * kg + j, gi * kg + min(j + step, kg)) for gi in range(g)])
+            return replace(problem, oc=g * (min(j + step, kg) - j)), None, inputs.w[idx], inputs.dy[:, idx]
+        slices = (block(j) for j in range(0, kg, step))
     else:
-        sub = replace(problem, mb=1)
-        slices = ((sub, inputs.x[i:i + 1], inputs.w, inputs.dy[i:i + 1]) for i in range(problem.mb))
+        step = -(-problem.mb // MAX_SLICES)  # images per slice
+        slices = ((replace(problem, mb=min(i + step, problem.mb) - i), inputs.x[i:i + step], inputs.w, inputs.dy[i:i + step])
+                  for i in range(0, problem.mb, step))
     acc = torch.zeros(problem.result_shape, dtype=torch.float16)
     for q, x, w, dy in slices:
         part, _ = torch_conv.compute(q, t(x), t(w), t(dy))
