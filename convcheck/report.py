@@ -23,7 +23,7 @@ import numpy as np
 from .bound import make_bound
 from .check import abs_conv
 from .compare import error_ratio_map
-from .errors import ConvCheckError
+from .errors import BadInput
 from .records import problem_from_record, read_records, record_label, severity
 
 _CSS = """
@@ -75,7 +75,7 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
     problem = problem_from_record(rec)
     try:
         ratio, remark = _rerun_ratio_map(rec, problem)
-    except ConvCheckError as e:  # e.g. a record of given data, which the file does not hold
+    except BadInput as e:  # e.g. a record of given data, which the file does not hold
         return [], f"not re-run: {e}"
     if ratio is None:
         return [], remark
