@@ -11,7 +11,7 @@ import json
 import sys
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError
+from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError, writable_file
 from .backends import NAMES as BACKEND_NAMES
 from .bound import BOUNDS
 from .plant import BUGS
@@ -248,21 +248,6 @@ def _heuristics(args):
     return names
 
 
-def _output_file(path, option: str):
-    """A file the command will write: refused before any work if it cannot be (a folder, or a
-    folder that does not exist)."""
-    from pathlib import Path
-
-    if path is None:
-        return None
-    p = Path(path)
-    if p.is_dir():
-        raise BadInput(f"{option} {path}: is a folder; expected a file name")
-    if not p.parent.is_dir():
-        raise BadInput(f"{option} {path}: folder {p.parent} does not exist")
-    return p
-
-
 def _output_folder(path, option: str):
     from pathlib import Path
 
@@ -278,7 +263,7 @@ def cmd_engines(args) -> int:
     from .engines import check_engines, format_table
 
     problem = _parse_problem(args)
-    _output_file(args.evidence, "--evidence")
+    writable_file(args.evidence, "--evidence")
     records, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
                                      engine=args.engine, repeat=args.repeat, max_memory=args.max_memory)
     lines = [json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) for r in records]
@@ -301,7 +286,7 @@ def cmd_check(args) -> int:
         args.repeat = max(args.repeat, 3)
         return cmd_engines(args)
     problem = _parse_problem(args)
-    _output_file(args.evidence, "--evidence")
+    writable_file(args.evidence, "--evidence")
     if args.save_lesson:
         from .lesson_io import lesson_shapes
 
@@ -323,7 +308,7 @@ def cmd_lesson(args) -> int:
     from .check import check_stored_output
     from .lesson_io import read_lesson
 
-    _output_file(args.evidence, "--evidence")
+    writable_file(args.evidence, "--evidence")
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound)
     return _emit(result, args.json, args.evidence)
@@ -391,7 +376,7 @@ def _run_items(args, items) -> int:
     from .records import read_records, write_junit
     from .sweep import SweepOptions, format_summary, make_executor, run_sweep
 
-    _output_file(args.junit, "--junit")
+    writable_file(args.junit, "--junit")
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
@@ -449,7 +434,11 @@ def cmd_diff(args) -> int:
     from .diff import diff_records, format_diff
     from .records import read_records
 
-    d = diff_records(read_records(args.a), read_records(args.b), args.factor)
+    notices: list[str] = []  # said once both files are read: a bad second file is then one line alone
+    a, b = read_records(args.a, notices), read_records(args.b, notices)
+    for notice in notices:
+        print(notice, file=sys.stderr)
+    d = diff_records(a, b, args.factor)
     print(json.dumps(d.as_dict(), indent=2, default=str) if args.json else format_diff(d, args.a, args.b, args.factor))
     return d.exit_code
 
@@ -481,7 +470,7 @@ def cmd_report(args) -> int:
         raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'")
     from .report import write_report
 
-    _output_file(args.html, "--html")
+    writable_file(args.html, "--html")
     print(f"report written to {write_report(args.file, args.html, pictures=args.pictures)}")
     return 0
 

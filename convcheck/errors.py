@@ -59,6 +59,21 @@ class NotAvailableHere(ConvCheckError, RuntimeError):
     exit_code = EXIT_UNAVAILABLE
 
 
+def writable_file(path, option: str):
+    """A file a command will write, as a Path: refused before any work if it cannot be
+    (a folder, or in a folder that does not exist). None stays None."""
+    from pathlib import Path
+
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{option} {path}: is a folder; expected a file name")
+    if not p.parent.is_dir():
+        raise BadInput(f"{option} {path}: folder {p.parent} does not exist")
+    return p
+
+
 def text_lines(path, what: str, expected: str) -> list[str]:
     """The lines of a text file the user named, or BadInput naming it: ``what`` is how the
     user gave it (``--batch FILE``), ``expected`` what it should hold."""

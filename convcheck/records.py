@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BadInput
+from .errors import BadInput, writable_file
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
 STATUSES = ("passed", "failed", "mistrusted", "known-failure", "unsupported", "refused", "invalid", "error", "skipped")
@@ -43,26 +43,35 @@ def record_brief(rec: dict) -> str:
     return record_label(rec) + " " + " ".join(str(x) for x in extra if x)
 
 
-def done_keys(path: Path) -> set[str]:
-    """Keys already in a sweep file; a torn last line (a crash mid-write) is ignored."""
+def keys_of(records) -> set[str]:
+    """The keys ``--resume`` skips: each record's, and for a plan's record its problem's too."""
     keys = set()
-    if not path.exists():
-        return keys
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            keys.add(record_key(rec))
-            if rec.get("engine"):  # a plan's record: its problem was checked
-                keys.add(record_key({k: v for k, v in rec.items() if k != "engine"}))
+    for rec in records:
+        keys.add(record_key(rec))
+        if rec.get("engine"):  # a plan's record: its problem was checked
+            keys.add(record_key({k: v for k, v in rec.items() if k != "engine"}))
     return keys
 
 
-def read_records(path) -> list[dict]:
+def done_keys(path: Path) -> set[str]:
+    """Keys already in a sweep file; a line that is not a record (a torn tail) is ignored."""
+    if not path.exists():
+        return set()
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return keys_of(records)
+
+
+def read_records(path, notices: list | None = None) -> list[dict]:
     """Every record of a sweep file. A torn last line (no newline: a crash mid-write) is left
-    out, and said so on stderr; any other line that is not a JSON object is bad input."""
+    out, and said so: on stderr, or appended to ``notices`` for a caller that reads several
+    files and speaks once all of them were read; any other line that is not a JSON object
+    is bad input."""
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"{path}: no such sweep file")
@@ -79,7 +88,11 @@ def read_records(path) -> list[dict]:
             rec = json.loads(line)
         except json.JSONDecodeError:
             if lineno == len(lines) and not line.endswith("\n"):
-                print(f"convcheck: {path}:{lineno}: torn last line left out (a crash mid-write)", file=sys.stderr)
+                notice = f"convcheck: {path}:{lineno}: torn last line left out (a crash mid-write)"
+                if notices is None:
+                    print(notice, file=sys.stderr)
+                else:
+                    notices.append(notice)
                 continue
             raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
         if not isinstance(rec, dict):
@@ -98,10 +111,7 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
     """Make ``out`` safe to append to. Without ``resume`` an existing, non-empty file is refused
     (appending would mix two sweeps). With it, a torn last line (a crash mid-write) is cut off
     and set aside in OUT.torn, never glued to, and the file's records are returned."""
-    if out.is_dir():
-        raise BadInput(f"--out {out} is a folder; expected a JSON-lines file")
-    if not out.parent.is_dir():
-        raise BadInput(f"--out {out}: folder {out.parent} does not exist")
+    writable_file(out, "--out")
     if not out.exists() or out.stat().st_size == 0:
         return PriorRecords([])
     if not resume:

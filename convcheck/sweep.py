@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .check import resolve, run_check
@@ -29,7 +29,7 @@ from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHe
 from . import expectations
 from .memory import TooLarge
 from .miopen import NotRepresentable, is_miopen_line, parse_miopen_line
-from .records import STATUSES, done_keys, prepare_out, record_brief, record_key, record_label, severity
+from .records import STATUSES, keys_of, prepare_out, record_brief, record_key, record_label, severity
 from .problem import ConvProblem, parse_descriptor
 
 @dataclass
@@ -185,7 +185,7 @@ class SweepSummary:
     @property
     def invalid_message(self) -> str:
         """One line for stderr when some input could not be read as a problem."""
-        bad = [r for r in self.invalid]
+        bad = self.invalid
         if not bad:
             return ""
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
@@ -496,20 +496,17 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                            "it takes no other --backend, --reference or --device")
         backends.require("cudnn", "cuda")
         backends.require("torch", "cuda")
-        options = SweepOptions("cudnn", "torch", "cuda", bound, options.seed, True, options.heuristics,
-                               max_memory=options.max_memory, expect_fail=options.expect_fail)
+        options = replace(options, backend="cudnn", reference="torch", device="cuda", bound=bound)
     else:
         plan = resolve(options.backend, options.reference, options.device)
         if options.heuristics and plan.backend != "cudnn":
             raise BadInput(f"--heuristics applies to the cudnn backend only; this sweep checks {plan.backend}")
-        options = SweepOptions(plan.backend, plan.reference, options.device, bound, options.seed,
-                               heuristics=options.heuristics, notes=tuple(plan.notes), max_memory=options.max_memory,
-                               expect_fail=options.expect_fail)
+        options = replace(options, backend=plan.backend, reference=plan.reference, bound=bound, notes=tuple(plan.notes))
     prior = prepare_out(out, resume)
     if not quiet:
         for note in options.notes + ((prior.message,) if prior.message else ()):
             print(f"sweep: {note}", file=sys.stderr)
-    skip = done_keys(out) if resume else set()
+    skip = keys_of(prior.records)  # the records prepare_out read (none without --resume)
     summary = SweepSummary()
     todo = []
     for i, item in enumerate(items, 1):
