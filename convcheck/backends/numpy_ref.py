@@ -59,9 +59,10 @@ def _kernel(problem: ConvProblem, w: np.ndarray, dtype) -> np.ndarray:
 
 
 def _windows(problem: ConvProblem, x: np.ndarray):
-    """View [n, g, C/g, *out, *kernel] of the padded input: the value each tap of each output reads."""
+    """View [n, g, C/g, *out, *kernel] of the padded input, in the input's own type (the
+    columns convert it as they gather it: one pass): the value each tap of each output reads."""
     g, nd = problem.groups, problem.ndim
-    xp = pad_input(problem, np.asarray(x))  # stays in the input's type; columns are converted
+    xp = pad_input(problem, np.asarray(x))
     xp = xp.reshape(problem.mb, g, problem.ic // g, *xp.shape[2:])
     windows = np.lib.stride_tricks.sliding_window_view(xp, problem.effective_kernel, axis=tuple(range(3, 3 + nd)))
     return windows[(slice(None),) * 3
@@ -69,9 +70,22 @@ def _windows(problem: ConvProblem, x: np.ndarray):
                    + tuple(slice(None, None, d) for d in problem.dilation)]
 
 
+#: Feature maps of at least this many output positions are multiplied one image at a time
+#: (their columns need no transposition and each product is large); smaller ones as one
+#: product over the whole image chunk (a product per image is up to twice as slow there).
+PER_IMAGE_POSITIONS = 1024
+
+
 def _column_blocks(problem: ConvProblem, x: np.ndarray, dtype):
-    """Yield (n0, nb, head, cols) with cols [nb, g, C/g * taps, positions] for the taps whose
-    leading kernel indices are ``head``; the blocks cover every image and tap exactly once."""
+    """Yield (n0, nb, head, cols) with cols [b, g, C/g * taps, (nb/b) * positions] for the
+    images n0..n0+nb and the taps whose leading kernel indices are ``head``: b = nb (one
+    product per image) on large feature maps, b = 1 (one product per group over the chunk)
+    on small ones. The blocks cover every image and tap exactly once.
+
+    The columns are gathered (and converted) into one buffer reused by every block: fresh
+    memory for each block costs page faults that, on large maps, take longer than the
+    product itself, and a per-image block is still in cache when BLAS reads it. So a
+    block is valid until the next one is drawn."""
     g, cg, nd = problem.groups, problem.ic // problem.groups, problem.ndim
     positions = math.prod(problem.output)
     kernel = problem.kernel
@@ -81,15 +95,22 @@ def _column_blocks(problem: ConvProblem, x: np.ndarray, dtype):
     while lead < nd and g * cg * math.prod(kernel[lead:]) * positions * itemsize > MAX_COLUMN_BYTES:
         lead += 1
     block_taps = math.prod(kernel[lead:])
-    images_per_chunk = max(1, MAX_COLUMN_BYTES // max(g * cg * block_taps * positions * itemsize, 1))
-    # after indexing the leading kernel axes away, the remaining kernel axes go before the output axes
-    order = (0, 1, 2) + tuple(3 + nd + i for i in range(nd - lead)) + tuple(3 + i for i in range(nd))
+    per_image = positions >= PER_IMAGE_POSITIONS
+    images_per_chunk = 1 if per_image else max(1, MAX_COLUMN_BYTES // max(g * cg * block_taps * positions * itemsize, 1))
+    buffer = np.empty(min(images_per_chunk, problem.mb) * g * cg * block_taps * positions, dtype)
+    # [n, g, c, *out, *kernel] -> [n, g, c, *kernel, *out] (per image) or [g, c, *kernel, n, *out],
+    # once the leading kernel axes are indexed away
+    taps = tuple(3 + nd + i for i in range(nd - lead))
+    order = ((0, 1, 2) + taps if per_image else (1, 2) + taps + (0,)) + tuple(3 + i for i in range(nd))
     for n0 in range(0, problem.mb, images_per_chunk):
         nb = min(images_per_chunk, problem.mb - n0)
+        b = nb if per_image else 1
         for head in itertools.product(*(range(k) for k in kernel[:lead])):
             block = windows[(slice(n0, n0 + nb), slice(None), slice(None)) + (slice(None),) * nd + head]
-            cols = np.ascontiguousarray(block.transpose(order), dtype=dtype).reshape(nb, g, cg * block_taps, positions)
-            yield n0, nb, head, cols
+            block = block.transpose(order)
+            cols = buffer[:block.size].reshape(block.shape)
+            np.copyto(cols, block)
+            yield n0, nb, head, cols.reshape(b, g, cg * block_taps, -1)
 
 
 def conv_forward(problem: ConvProblem, x: np.ndarray, w: np.ndarray, dtype=np.float64) -> np.ndarray:
@@ -98,13 +119,15 @@ def conv_forward(problem: ConvProblem, x: np.ndarray, w: np.ndarray, dtype=np.fl
     positions = math.prod(problem.output)
     wk = _kernel(problem, w, dtype)
     y = np.empty((problem.mb, g, kg, positions), dtype=dtype)
-    written = set()  # image chunks whose first block of taps has been stored
+    written = set()  # image chunks whose first block of taps has been stored (no zero fill, no extra pass)
     for n0, nb, head, cols in _column_blocks(problem, x, dtype):
         wt = np.ascontiguousarray(wk[(slice(None),) * 3 + head]).reshape(g, kg, -1)
+        b = cols.shape[0]
+        part = np.matmul(wt, cols).reshape(b, g, kg, nb // b, positions).transpose(0, 3, 1, 2, 4).reshape(nb, g, kg, positions)
         if n0 in written:
-            y[n0:n0 + nb] += np.matmul(wt, cols)
-        else:  # the product goes straight into y: no zero fill, no second pass
-            np.matmul(wt, cols, out=y[n0:n0 + nb])
+            y[n0:n0 + nb] += part
+        else:
+            y[n0:n0 + nb] = part
             written.add(n0)
     return y.reshape(problem.mb, problem.oc, *problem.output)
 
@@ -113,10 +136,13 @@ def conv_wgrad(problem: ConvProblem, x: np.ndarray, dy: np.ndarray, dtype=np.flo
     """wgrad: dw [K, C/g, *kernel]."""
     g, cg, kg, nd = problem.groups, problem.ic // problem.groups, problem.oc // problem.groups, problem.ndim
     positions = math.prod(problem.output)
-    dyg = np.asarray(dy, dtype=dtype).reshape(problem.mb, g, kg, positions)
+    dyg = np.asarray(dy).reshape(problem.mb, g, kg, positions)
     dw = np.zeros((g, kg, cg, *problem.kernel), dtype=dtype)
     for n0, nb, head, cols in _column_blocks(problem, x, dtype):
-        part = np.matmul(dyg[n0:n0 + nb], cols.transpose(0, 1, 3, 2)).sum(axis=0)  # [g, kg, cg*taps]
+        b = cols.shape[0]
+        d = dyg[n0:n0 + nb] if b == nb else dyg[n0:n0 + nb].transpose(1, 2, 0, 3)
+        d = np.ascontiguousarray(d, dtype=dtype).reshape(b, g, kg, -1)
+        part = np.matmul(d, cols.transpose(0, 1, 3, 2)).sum(axis=0)  # [g, kg, cg*taps]
         rest = problem.kernel[len(head):]
         dw[(slice(None),) * 3 + head] += part.reshape(g, kg, cg, *rest)
     if problem.mode == "conv":
@@ -126,21 +152,22 @@ def conv_wgrad(problem: ConvProblem, x: np.ndarray, dy: np.ndarray, dtype=np.flo
 
 def conv_dgrad(problem: ConvProblem, dy: np.ndarray, w: np.ndarray, dtype=np.float64) -> np.ndarray:
     """dgrad: dx [N, C, *input]; rows a negative back padding never reads get gradient 0."""
-    g, cg, kg = problem.groups, problem.ic // problem.groups, problem.oc // problem.groups
+    g, cg, kg, n = problem.groups, problem.ic // problem.groups, problem.oc // problem.groups, problem.mb
     out = problem.output
     wk = _kernel(problem, w, dtype)
-    dyg = np.asarray(dy, dtype=dtype).reshape(problem.mb, g, kg, math.prod(out))
+    # [g, kg, n * positions]: each tap is then one GEMM per group over the whole batch
+    dyg = np.ascontiguousarray(np.asarray(dy).reshape(n, g, kg, -1).transpose(1, 2, 0, 3), dtype=dtype).reshape(g, kg, -1)
     padded = tuple(c + pre + post for c, pre, post in zip(problem.cropped_input, problem.pad_pre, problem.nonnegative_pad_post))
-    dxp = np.zeros((problem.mb, g, cg, *padded), dtype=dtype)
+    dxp = np.zeros((n, g, cg, *padded), dtype=dtype)
     for tap in itertools.product(*(range(k) for k in problem.kernel)):
         wt = np.ascontiguousarray(wk[(slice(None),) * 3 + tap].transpose(0, 2, 1))  # [g, cg, kg]
-        contrib = np.matmul(wt, dyg).reshape(problem.mb, g, cg, *out)
+        contrib = np.matmul(wt, dyg).reshape(g, cg, n, *out)
         window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, problem.dilation, out, problem.stride))
-        dxp[(slice(None),) * 3 + window] += contrib
+        dxp[(slice(None),) * 3 + window] += contrib.transpose(2, 0, 1, *range(3, 3 + problem.ndim))
     inner = tuple(slice(pre, pre + c) for pre, c in zip(problem.pad_pre, problem.cropped_input))
-    dx = np.zeros((problem.mb, problem.ic, *problem.input), dtype=dtype)
+    dx = np.zeros((n, problem.ic, *problem.input), dtype=dtype)
     dx[(slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)] = (
-        dxp[(slice(None),) * 3 + inner].reshape(problem.mb, problem.ic, *problem.cropped_input))
+        dxp[(slice(None),) * 3 + inner].reshape(n, problem.ic, *problem.cropped_input))
     return dx
 
 
