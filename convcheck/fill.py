@@ -104,12 +104,14 @@ def _exact(problem: ConvProblem, rng, seed: int) -> ConvInputs:
                 # m * 2^-bits with m odd in (-2^bits, 2^bits): symmetric, never 0, and (for fp32) 12-13
                 # significant bits ending in a 1, which TF32 and bf16 must round. Drawn from raw 64-bit
                 # words, four 16-bit integers each (the fill is as costly as the convolution otherwise).
-                m = _raw(rng, count, np.int16) >> (15 - bits)
-                m |= 1
-                x = m.astype(np.float32)
-                x *= np.float32(unit)
-                return x.reshape(shape)
-            return np.array([-2.0, -1.0, 1.0, 2.0], np.float32)[_raw(rng, count, np.uint8) & 3].reshape(shape)
+                # In place on the 16-bit integers; the scaling converts to fp32 in the same pass.
+                m = _raw(rng, count, np.int16)
+                np.right_shift(m, 15 - bits, out=m)
+                np.bitwise_or(m, 1, out=m)
+                return np.multiply(m, np.float32(unit), dtype=np.float32).reshape(shape)
+            pick = _raw(rng, count, np.uint8)
+            np.bitwise_and(pick, 3, out=pick)
+            return np.array([-2.0, -1.0, 1.0, 2.0], np.float32).take(pick).reshape(shape)
     else:
         limit = 2.0 ** exact_digits(problem.dtype)
         mean_term, max_term = 1.2 * 1.2, float(EXACT_MAX * EXACT_MAX)
