@@ -1,17 +1,17 @@
 """Speed of the comparison itself: eager against compiled, with the convolution as the peer.
 
-The GPU check's overhead (issue 5: check / (cuDNN + torch) < 1.3) is mostly the
-comparison: eagerly it is some forty elementwise passes over float64 copies of
-the output, memory traffic that costs several times a convolution. The device
-path therefore runs it through ``torch.compile`` (``compare(..., compiled=True)``).
+The GPU check's overhead (check / (cuDNN + torch) <= 1.3) is mostly the comparison:
+eagerly it is some forty elementwise passes over float64 copies of the output,
+memory traffic that costs several times a convolution. On a GPU every check
+therefore runs it through ``torch.compile`` (``compare(..., compiled=True)``).
 This measures both, in the same run, against torch's convolution of the same
 layer: for each ``shapes_resnet_50`` layer, the median time of the convolution
 (the peer), of the eager comparison and of the compiled one (after a warm-up
 that compiles), and the ratios compare/conv and eager/compiled. The verdicts of
 the two must agree, and the script says so per layer.
 
-On a GPU it runs at --mb 32 on CUDA tensors (the device path's inputs and
-majorant of conv(|x|,|w|)); without one at --mb 1 on the CPU.
+On a GPU it runs at --mb 32 on CUDA tensors (inputs drawn on the device and the
+magnitudes the check computes there); without one at --mb 1 on the CPU.
 
 Usage: python benchmarks/compare_speed.py [--mb N] [--layers N] [--dtype fp32|fp16] [--repeat 5]
 """
@@ -38,7 +38,8 @@ def main() -> int:
     from convcheck.backends import torch_conv
     from convcheck.bound import make_bound
     from convcheck.compare import compare
-    from convcheck.device_check import _magnitudes
+    from convcheck.fill import make_inputs
+    from convcheck.magnitudes import compute as magnitudes
     from convcheck.math_mode import torch_conv_math
 
     ap = argparse.ArgumentParser()
@@ -59,18 +60,17 @@ def main() -> int:
     print(f"# comparison speed, {device}, shapes_resnet_50 at mb {mb}, {args.dtype}, torch {torch.__version__}\n")
     print("| layer | outputs | conv ms | eager compare ms | compiled compare ms | eager/conv | compiled/conv | eager/compiled | verdicts agree |")
     print("|---|---|---|---|---|---|---|---|---|")
-    gen = torch.Generator(device=device).manual_seed(0)
     compile_s = None
     for p in problems:
         q = p.with_(dtype=args.dtype)
-        t = {"X": torch.empty(q.x_shape, device=device).uniform_(-1, 1, generator=gen).to(storage),
-             "W": torch.empty(q.w_shape, device=device).uniform_(-1, 1, generator=gen).to(storage)}
+        inputs = make_inputs(q, 0, device=device)  # drawn where the check runs, as the commands draw them
+        t = {"X": torch.as_tensor(inputs.x, device=device).to(storage), "W": torch.as_tensor(inputs.w, device=device).to(storage)}
         with torch_conv_math(tf32=False):
             conv = lambda: (torch_conv.compute(q, t["X"], t["W"])[0], sync())  # noqa: E731
             ref = conv()[0]
             t_conv = median_time(conv, repeat=args.repeat)
         ours = ref.clone()
-        major, _ = _magnitudes(q, t)
+        major = magnitudes(q, inputs, device, squares=True)  # what the check's magnitudes stage computes
         bound = make_bound("elementwise", q, ("cudnn", "torch"))
         if compile_s is None:
             start = time.perf_counter()

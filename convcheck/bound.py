@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 from . import dtypes
 
@@ -402,27 +401,3 @@ def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: fl
         return ElementwiseBound(n, outputs, sides, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
                                 OVERFLOW_AT[storage])
     return ExactBound()
-
-
-class Majorant(NamedTuple):
-    """conv(|x|,|w|) majorised cheaply, kept factored until a comparison needs it:
-    ``A[n, k, o] <= wmax[k] * s[n, k // (oc/g), o] (+ bias[k])``, with ``s`` the window sums
-    of |x| per group ([n, g, *out]) and ``wmax[k]`` the largest |w| of output channel k
-    (already inflated for the rounding of ``s``). Kept in this form, a compiled comparison
-    fuses the product into its one pass instead of writing a float64 tensor the size of
-    the output and reading it back."""
-
-    s: Any
-    wmax: Any
-    bias: Any = None
-
-
-def dense_abs_conv(a):
-    """``a`` as a float64 tensor of the output's shape (a Majorant is multiplied out)."""
-    if not isinstance(a, Majorant):
-        return a
-    n, g, out = a.s.shape[0], a.s.shape[1], a.s.shape[2:]
-    oc = a.wmax.shape[0]
-    ones = (1,) * len(out)
-    dense = (a.s.double().unsqueeze(2) * a.wmax.double().reshape(1, g, oc // g, *ones)).reshape(n, oc, *out)
-    return dense if a.bias is None else dense + a.bias.double().reshape(1, oc, *ones)

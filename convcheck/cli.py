@@ -263,18 +263,18 @@ def cmd_engines(args) -> int:
     from .engines import check_engines, format_table
 
     problem = _parse_problem(args)
-    writable_file(args.evidence, "--evidence")
-    records, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
+    writable_file(args.evidence, "evidence")
+    results, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
                                      engine=args.engine, repeat=args.repeat, max_memory=args.max_memory)
-    lines = [json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) for r in records]
+    lines = [json.dumps(r.record(), default=str, sort_keys=True) for r in results]
     table = (f"# {problem}  {context['plan_count']} plans from heuristics {'+'.join(context['heuristics'])}; "
-             f"{context['notes_remark']}\n" + format_table(records))
+             f"{context['notes_remark']}\n" + format_table(results))
     print("\n".join(lines) if args.json else table)
     if args.evidence:
         from pathlib import Path
 
         Path(args.evidence).write_text(table + "\n\n--- records (JSON lines) ---\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return 1 if any(r.status == "failed" for r in records) else 0
+    return 1 if any(r.status == "failed" for r in results) else 0
 
 
 def cmd_check(args) -> int:
@@ -286,7 +286,7 @@ def cmd_check(args) -> int:
         args.repeat = max(args.repeat, 3)
         return cmd_engines(args)
     problem = _parse_problem(args)
-    writable_file(args.evidence, "--evidence")
+    writable_file(args.evidence, "evidence")
     if args.save_lesson:
         from .lesson_io import lesson_shapes
 
@@ -308,7 +308,7 @@ def cmd_lesson(args) -> int:
     from .check import check_stored_output
     from .lesson_io import read_lesson
 
-    writable_file(args.evidence, "--evidence")
+    writable_file(args.evidence, "evidence")
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound)
     return _emit(result, args.json, args.evidence)
@@ -376,7 +376,7 @@ def _run_items(args, items) -> int:
     from .records import read_records, write_junit
     from .sweep import SweepOptions, format_summary, make_executor, run_sweep
 
-    writable_file(args.junit, "--junit")
+    writable_file(args.junit, "junit")
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
@@ -395,39 +395,25 @@ def _run_items(args, items) -> int:
 
 def cmd_rerun(args) -> int:
     from .records import pick_record, read_records
-    from .rerun import rerun_check
+    from .rerun import rerun, reproduced
 
     rec = pick_record(read_records(args.file), args.index, args.name)
+    result = rerun(rec)
     if rec.get("engine"):
-        return _rerun_engine(rec, args)
-    result = rerun_check(rec)
-    code = _emit(result, args.json, None)
-    _say_reproduced(args, rec, result.status, result.record()["max_abs_diff"])
-    return code
+        from .engines import format_table
 
-
-def _say_reproduced(args, rec: dict, status: str, max_abs_diff) -> None:
-    from .rerun import reproduced
-
+        print(json.dumps(result.record(), default=str, sort_keys=True) if args.json else
+              f"# {rec.get('problem')}\n" + format_table([result]))
+        code = 1 if result.status == "failed" else 0
+    else:
+        code = _emit(result, args.json, None)
     which = args.index if args.index is not None else repr(args.name)
     plan = f" (plan {rec['engine']})" if rec.get("engine") else ""
+    now = result.record()["max_abs_diff"]
     print(f"rerun of record {which}{plan}: recorded {rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), "
-          f"now {status} (max|diff| {max_abs_diff}): "
-          f"{'reproduced exactly' if reproduced(rec, status, max_abs_diff) else 'DIFFERENT'}", file=sys.stderr)
-
-
-def _rerun_engine(rec: dict, args) -> int:
-    from .engines import format_table
-    from .rerun import rerun_plan
-    from .sweep import ENGINE_STATUS
-
-    records, context = rerun_plan(rec)
-    r = records[0]
-    print(json.dumps({**context, **r.as_dict()}, default=str, sort_keys=True) if args.json else
-          f"# {rec.get('problem')}\n" + format_table(records))
-    now = ENGINE_STATUS[r.status]
-    _say_reproduced(args, rec, now, r.max_abs_diff)
-    return 1 if now == "failed" else 0
+          f"now {result.status} (max|diff| {now}): "
+          f"{'reproduced exactly' if reproduced(rec, result.status, now) else 'DIFFERENT'}", file=sys.stderr)
+    return code
 
 
 def cmd_diff(args) -> int:
@@ -470,7 +456,7 @@ def cmd_report(args) -> int:
         raise BadInput("the report draws with matplotlib: pip install 'convcheck[report]'")
     from .report import write_report
 
-    writable_file(args.html, "--html")
+    writable_file(args.html, "html")
     print(f"report written to {write_report(args.file, args.html, pictures=args.pictures)}")
     return 0
 
@@ -483,7 +469,8 @@ def main(argv=None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ConvCheckError as e:
-        print(f"convcheck: error: {e}", file=sys.stderr)
+        flag = f"--{e.option.replace('_', '-')}: " if getattr(e, "option", None) else ""
+        print(f"convcheck: error: {flag}{e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("convcheck: interrupted", file=sys.stderr)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from .bound import Majorant, dense_abs_conv
 from .magnitudes import Magnitudes
 
 MAX_REPORTED_MISMATCHES = 10
@@ -132,7 +131,7 @@ def _elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, ref_
     if ref_abs_max is None:
         ref_abs_max = torch.where(finite_ref, ref_abs, 0.0).amax()
     # Where the reference is NaN or infinite only an identical answer passes.
-    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, dense_abs_conv(mag_a), mag_s2), 0.0)
+    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, mag_a, mag_s2), 0.0)
     diff = (a64 - b64).abs()
     same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
     overflowed = torch.isinf(a64) & finite_ref & (a64 * b64 > 0) & (ref_abs + allowed >= overflow_at)
@@ -281,7 +280,7 @@ def _bound_args(bound, magnitudes, device, as_tensor: bool = False) -> tuple:
     """(formula, structure, numbers, A, S2, overflow threshold) for ``_elementwise``.
 
     ``magnitudes``: a :class:`~convcheck.magnitudes.Magnitudes`, or A alone (an array of any
-    library or a :class:`~convcheck.bound.Majorant`). Without S2 the variance-aware form is
+    library). Without S2 the variance-aware form is
     left out (the bound is then looser, never wrong)."""
     import torch
 
@@ -291,8 +290,7 @@ def _bound_args(bound, magnitudes, device, as_tensor: bool = False) -> tuple:
         if magnitudes is None:
             raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
         a, s2 = magnitudes if isinstance(magnitudes, Magnitudes) else (magnitudes, None)
-        if not isinstance(a, Majorant):
-            a = to_torch(a).to(device=device, dtype=torch.float64)
+        a = to_torch(a).to(device=device, dtype=torch.float64)
         if s2 is not None:
             s2 = to_torch(s2).to(device=device, dtype=torch.float64)
         elif isinstance(structure, tuple) and structure[1]:
@@ -305,8 +303,7 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = F
     """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
 
     ``abs_conv`` is the magnitudes the bound is built from (a
-    :class:`~convcheck.magnitudes.Magnitudes`, or conv(|x|, |w|) alone: any library, or a
-    :class:`~convcheck.bound.Majorant`), needed by bounds whose ``needs_abs_conv`` is true;
+    :class:`~convcheck.magnitudes.Magnitudes`, or conv(|x|, |w|) alone, any library), needed by bounds whose ``needs_abs_conv`` is true;
     it is moved to the comparison's device.
     ``compiled`` runs the verdict's pass through ``torch.compile`` (worth it where the same
     kind of problem is checked many times, as on the GPU path; the first call compiles)."""
@@ -328,7 +325,7 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = F
                           bound=bound.name, derivation=bound.derivation(), device=device, bound_params=summary)
     per = None
     args = _bound_args(bound, abs_conv, b.device, as_tensor=compiled)
-    on_cpu = b.device.type == "cpu" and not isinstance(args[3], Majorant)
+    on_cpu = b.device.type == "cpu"
     stats = _exact_summary(a, b) if bound.name == "exact" and on_cpu else None
     if stats is not None:
         kernel = "eager (exact: equality only)"

@@ -16,9 +16,17 @@ EXIT_INTERNAL = 4
 
 
 class ConvCheckError(Exception):
-    """Base class: a message for the user and an exit code."""
+    """Base class: a message for the user and an exit code.
+
+    ``option`` names the setting the message is about, as the library's parameter
+    (``device``, ``max_memory``); the command line shows it as its flag (``--device``).
+    Messages never quote a flag themselves: a library user has none."""
 
     exit_code = EXIT_INTERNAL
+
+    def __init__(self, *args, option: str | None = None):
+        super().__init__(*args)
+        self.option = option
 
 
 class BadInput(ConvCheckError, ValueError):
@@ -59,30 +67,31 @@ class NotAvailableHere(ConvCheckError, RuntimeError):
     exit_code = EXIT_UNAVAILABLE
 
 
-def writable_file(path, option: str):
+def writable_file(path, option: str | None):
     """A file a command will write, as a Path: refused before any work if it cannot be
-    (a folder, or in a folder that does not exist). None stays None."""
+    (a folder, or in a folder that does not exist). None stays None. ``option``: the
+    setting that named it (see :class:`ConvCheckError`)."""
     from pathlib import Path
 
     if path is None:
         return None
     p = Path(path)
     if p.is_dir():
-        raise BadInput(f"{option} {path}: is a folder; expected a file name")
+        raise BadInput(f"{path}: is a folder; expected a file name", option=option)
     if not p.parent.is_dir():
-        raise BadInput(f"{option} {path}: folder {p.parent} does not exist")
+        raise BadInput(f"{path}: folder {p.parent} does not exist", option=option)
     return p
 
 
-def text_lines(path, what: str, expected: str) -> list[str]:
-    """The lines of a text file the user named, or BadInput naming it: ``what`` is how the
-    user gave it (``--batch FILE``), ``expected`` what it should hold."""
+def text_lines(path, option: str | None, expected: str) -> list[str]:
+    """The lines of a text file the user named, or BadInput naming it (and the ``option``
+    that named it); ``expected`` is what it should hold."""
     from pathlib import Path
 
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"{what}: no such file (expected {expected})")
+        raise BadInput(f"{path}: no such file (expected {expected})", option=option)
     try:
         return path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
-        raise BadInput(f"{what}: not a text file (expected {expected})") from None
+        raise BadInput(f"{path}: not a text file (expected {expected})", option=option) from None

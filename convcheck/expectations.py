@@ -57,7 +57,7 @@ class Expectation:
 
 def read_expectations(path) -> tuple[Expectation, ...]:
     path = Path(path)
-    lines = text_lines(path, f"--expect-fail {path}", "lines 'REGEX DTYPE DIRECTION IMPLEMENTATION REASON'")
+    lines = text_lines(path, "expect_fail", "lines 'REGEX DTYPE DIRECTION IMPLEMENTATION REASON'")
     found = []
     for lineno, line in enumerate(lines, 1):
         body = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,15 +45,29 @@ class ConvInputs:
     """Input ``x`` [N, C, *spatial], filter ``w`` [K, C/g, *kernel], and where the problem
     needs them the output gradient ``dy`` [N, K, *out] (dgrad, wgrad) and ``bias`` [K]
     (fused bias); float32 holding values representable in the problem's storage type,
-    logical NC-first order."""
+    logical NC-first order. NumPy arrays on the host; torch tensors when drawn on a GPU
+    (``device == "cuda"``), where :meth:`host` gives the same bits as NumPy arrays."""
 
-    x: np.ndarray
-    w: np.ndarray
+    x: Any
+    w: Any
     seed: int
     kind: str = "given"  # "random" / "exact": drawn here; "given": the caller's own data
     density: float = 1.0
-    dy: np.ndarray | None = None
-    bias: np.ndarray | None = None
+    dy: Any = None
+    bias: Any = None
+    device: str = "cpu"  # where the arrays are: "cpu" (NumPy) or "cuda" (torch tensors)
+
+    def host(self) -> "ConvInputs":
+        """The same inputs as NumPy arrays (one download each when they are on a GPU)."""
+        if self.device == "cpu":
+            return self
+
+        def down(t):
+            return None if t is None else t.detach().cpu().numpy()
+
+        from dataclasses import replace
+
+        return replace(self, x=down(self.x), w=down(self.w), dy=down(self.dy), bias=down(self.bias), device="cpu")
 
 
 def exact_digits(dtype: str) -> int:
@@ -61,19 +76,18 @@ def exact_digits(dtype: str) -> int:
     return min(out, 24)
 
 
-def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random") -> ConvInputs:
-    rng = np.random.default_rng(seed)
+def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random", device: str = "cpu") -> ConvInputs:
+    """The problem's inputs for ``seed``, drawn where the check runs: on the host from NumPy's
+    PCG64 (the same values on every machine), or on a GPU from torch's CUDA generator
+    (``device="cuda"``; no host array, no upload: the inputs are born in GPU memory, and the
+    seed reproduces them on any GPU, not on the host). The values follow the same rules."""
+    source = _HostBits(seed) if device == "cpu" else _DeviceBits(seed, device)
     if kind == "exact":
-        return _exact(problem, rng, seed)
-
-    def draw(shape):
-        a = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-        return dtypes.round_to(problem.dtype, a) if problem.dtype in ("fp16", "bf16") else a
-
-    x, w = draw(problem.x_shape), draw(problem.w_shape)
-    dy = draw(problem.y_shape) if problem.direction != "fprop" else None
-    bias = draw((problem.oc,)) if "bias" in problem.fuse else None
-    return ConvInputs(x=x, w=w, seed=seed, kind="random", dy=dy, bias=bias)
+        return _exact(problem, source, seed)
+    x, w = source.uniform(problem.x_shape, problem.dtype), source.uniform(problem.w_shape, problem.dtype)
+    dy = source.uniform(problem.y_shape, problem.dtype) if problem.direction != "fprop" else None
+    bias = source.uniform((problem.oc,), problem.dtype) if "bias" in problem.fuse else None
+    return ConvInputs(x=x, w=w, seed=seed, kind="random", dy=dy, bias=bias, device=source.device)
 
 
 def _raw(rng, count: int, dtype) -> np.ndarray:
@@ -83,12 +97,110 @@ def _raw(rng, count: int, dtype) -> np.ndarray:
     return rng.bit_generator.random_raw((count + per_word - 1) // per_word).view(dtype)[:count]
 
 
+class _HostBits:
+    """Random values on the host, NumPy arrays: PCG64 seeded with the check's seed."""
+
+    device = "cpu"
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def uniform(self, shape, dtype: str):
+        a = self.rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+        return dtypes.round_to(dtype, a) if dtype in ("fp16", "bf16") else a
+
+    def int16(self, count: int):
+        return _raw(self.rng, count, np.int16)
+
+    def two_bits(self, count: int):
+        pick = _raw(self.rng, count, np.uint8)
+        np.bitwise_and(pick, 3, out=pick)
+        return pick
+
+    def integers(self, low: int, high: int, shape):
+        return self.rng.integers(low, high + 1, size=shape).astype(np.float32)
+
+    def keeper(self, shape):
+        """Draws for thinning: ``keep(density)`` is a mask, each element kept with probability
+        ``density``, the same draws for every density (so a lower density keeps a subset)."""
+        keep = _raw(self.rng, math.prod(shape), np.uint32).reshape(shape)
+        return lambda density: keep < np.uint32(min(density * 2.0 ** 32, 2.0 ** 32 - 1))
+
+    @staticmethod
+    def scaled(m, unit: float):
+        return np.multiply(m, np.float32(unit), dtype=np.float32)  # converts and scales in one pass
+
+    @staticmethod
+    def lookup(table, index):
+        return np.asarray(table, np.float32).take(index)
+
+    @staticmethod
+    def where(mask, a, zero):
+        return np.where(mask, a, np.float32(zero))
+
+    @staticmethod
+    def ones(shape):
+        return np.ones(shape, np.float32)
+
+    @staticmethod
+    def abs_max(a) -> float:
+        return float(np.abs(a).max())
+
+
+class _DeviceBits:
+    """Random values on a GPU, torch tensors: torch's CUDA generator seeded with the check's seed."""
+
+    def __init__(self, seed: int, device: str):
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed)
+
+    def uniform(self, shape, dtype: str):
+        torch = self.torch
+        a = torch.empty(tuple(shape), device=self.device, dtype=torch.float32).uniform_(-1.0, 1.0, generator=self.gen)
+        return a.to(dtypes.torch_dtype(dtype)).float() if dtype in ("fp16", "bf16") else a
+
+    def int16(self, count: int):
+        return self.torch.randint(-2 ** 15, 2 ** 15, (count,), dtype=self.torch.int16, device=self.device, generator=self.gen)
+
+    def two_bits(self, count: int):
+        return self.torch.randint(0, 4, (count,), dtype=self.torch.int64, device=self.device, generator=self.gen)
+
+    def integers(self, low: int, high: int, shape):
+        t = self.torch.randint(low, high + 1, tuple(shape), device=self.device, generator=self.gen)
+        return t.float()
+
+    def keeper(self, shape):
+        u = self.torch.rand(tuple(shape), device=self.device, generator=self.gen)
+        return lambda density: u < density
+
+    def scaled(self, m, unit: float):
+        return m.float() * unit
+
+    def lookup(self, table, index):
+        return self.torch.tensor(table, dtype=self.torch.float32, device=self.device)[index]
+
+    def where(self, mask, a, zero):
+        return self.torch.where(mask, a, self.torch.zeros((), dtype=a.dtype, device=self.device))
+
+    def ones(self, shape):
+        return self.torch.ones(tuple(shape), dtype=self.torch.float32, device=self.device)
+
+    @staticmethod
+    def abs_max(a) -> float:
+        return float(a.abs().max())
+
+
 #: Significant bits of the thinned operand of the precision-sensitive fill.
 PRECISE_BITS = {"fp32": 13, "tf32": 11}
 
 
-def _exact(problem: ConvProblem, rng, seed: int) -> ConvInputs:
-    """Grid operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned."""
+def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
+    """Grid operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned.
+    ``source`` draws the random bits on the host or on a GPU; the rules are the same."""
     from dataclasses import replace
 
     bits = PRECISE_BITS.get(problem.dtype)
@@ -102,46 +214,41 @@ def _exact(problem: ConvProblem, rng, seed: int) -> ConvInputs:
             count = math.prod(shape)
             if role == thinned:
                 # m * 2^-bits with m odd in (-2^bits, 2^bits): symmetric, never 0, and (for fp32) 12-13
-                # significant bits ending in a 1, which TF32 and bf16 must round. Drawn from raw 64-bit
-                # words, four 16-bit integers each (the fill is as costly as the convolution otherwise).
-                # In place on the 16-bit integers; the scaling converts to fp32 in the same pass.
-                m = _raw(rng, count, np.int16)
-                np.right_shift(m, 15 - bits, out=m)
-                np.bitwise_or(m, 1, out=m)
-                return np.multiply(m, np.float32(unit), dtype=np.float32).reshape(shape)
-            pick = _raw(rng, count, np.uint8)
-            np.bitwise_and(pick, 3, out=pick)
-            return np.array([-2.0, -1.0, 1.0, 2.0], np.float32).take(pick).reshape(shape)
+                # significant bits ending in a 1, which TF32 and bf16 must round. In place on 16-bit
+                # integers (the fill is as costly as the convolution otherwise).
+                m = source.int16(count)
+                m >>= 15 - bits
+                m |= 1
+                return source.scaled(m, unit).reshape(shape)
+            return source.lookup([-2.0, -1.0, 1.0, 2.0], source.two_bits(count)).reshape(shape)
     else:
         limit = 2.0 ** exact_digits(problem.dtype)
         mean_term, max_term = 1.2 * 1.2, float(EXACT_MAX * EXACT_MAX)
 
         def draw(shape, role):
-            return rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=shape).astype(np.float32)
+            return source.integers(-EXACT_MAX, EXACT_MAX, shape)
 
     n = max(problem.accumulation_depth, 1)
     x, w = draw(problem.x_shape, "x"), draw(problem.w_shape, "w")
     dy = draw(problem.y_shape, "dy") if problem.direction != "fprop" else None
-    bias = (rng.integers(-EXACT_MAX, EXACT_MAX + 1, size=(problem.oc,)).astype(np.float32)
-            if "bias" in problem.fuse else None)
+    bias = source.integers(-EXACT_MAX, EXACT_MAX, (problem.oc,)) if "bias" in problem.fuse else None
     headroom = limit - (0 if bias is None else EXACT_MAX)
-    inputs = ConvInputs(x=x, w=w, seed=seed, kind="exact", density=1.0, dy=dy, bias=bias)
+    inputs = ConvInputs(x=x, w=w, seed=seed, kind="exact", density=1.0, dy=dy, bias=bias, device=source.device)
     if n * max_term <= headroom:
         return inputs  # no output can exceed the limit, even in the worst case: nothing to thin
     full = dy if thinned == "dy" else x
-    keep = _raw(rng, full.size, np.uint32).reshape(full.shape)  # kept where below density * 2^32
+    keep = source.keeper(tuple(full.shape))
     # Aim at half the limit on average; the check below makes sure of the largest output.
     density = min(1.0, 0.5 * headroom / (n * mean_term))
     for _ in range(40):
-        inputs = replace(inputs, density=density,
-                         **{thinned: np.where(keep < np.uint32(min(density * 2.0 ** 32, 2.0 ** 32 - 1)), full, np.float32(0))})
-        if largest_partial_sum(problem, inputs, thinned) <= headroom:
+        inputs = replace(inputs, density=density, **{thinned: source.where(keep(density), full, 0)})
+        if largest_partial_sum(problem, inputs, thinned, source) <= headroom:
             break
         density /= 2
     return inputs
 
 
-def largest_partial_sum(problem: ConvProblem, inputs: ConvInputs, thinned: str) -> float:
+def largest_partial_sum(problem: ConvProblem, inputs: ConvInputs, thinned: str, source=_HostBits) -> float:
     """An upper bound on conv(|x|,|w|) over every output (so on every partial sum), cheap:
     the largest |.| of the operand not thinned times the window sums of the thinned one,
     which are one convolution with a single output channel per group (fp32, inflated)."""
@@ -151,19 +258,19 @@ def largest_partial_sum(problem: ConvProblem, inputs: ConvInputs, thinned: str) 
 
     g = problem.groups
     plain = replace(problem, fuse=())
-    ones = np.ones
+    ones = source.ones
     if problem.direction == "fprop":
         sub = replace(plain, oc=g)
-        probe = replace(inputs, w=ones((g, problem.ic // g, *problem.kernel), np.float32), bias=None)
+        probe = replace(inputs, w=ones((g, problem.ic // g, *problem.kernel)), bias=None)
         other = inputs.w
     elif problem.direction == "wgrad":
         sub = replace(plain, oc=g)  # (w only gives torch's autograd path its shape)
-        probe = replace(inputs, dy=ones((problem.mb, g, *problem.output), np.float32),
-                        w=ones((g, problem.ic // g, *problem.kernel), np.float32), bias=None)
+        probe = replace(inputs, dy=ones((problem.mb, g, *problem.output)),
+                        w=ones((g, problem.ic // g, *problem.kernel)), bias=None)
         other = inputs.dy
     else:
         sub = replace(plain, ic=g)
-        probe = replace(inputs, w=ones((problem.oc, 1, *problem.kernel), np.float32), bias=None)
+        probe = replace(inputs, w=ones((problem.oc, 1, *problem.kernel)), bias=None)
         other = inputs.w
-    window_sums = magnitudes(sub, probe, "cpu").a
-    return float(window_sums.max()) * float(np.abs(other).max())
+    window_sums = magnitudes(sub, probe, inputs.device).a
+    return float(window_sums.max()) * source.abs_max(other)

@@ -37,7 +37,7 @@ def read_shapes(path: Path) -> dict:
     if not path.is_file():
         raise BadInput(f"{path}: missing (expected a {SHAPES_FILE} with the keys {' '.join(SHAPE_KEYS)})")
     shapes: dict[str, int] = {}
-    lines = text_lines(path, str(path), f"lines 'key value' with the keys {' '.join(SHAPE_KEYS)}")
+    lines = text_lines(path, None, f"lines 'key value' with the keys {' '.join(SHAPE_KEYS)}")
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -33,7 +33,7 @@ FP32_TINY = 2.0 ** -126  # smallest normal fp32: the most one flushed product ca
 
 
 class Magnitudes(NamedTuple):
-    """``a`` = conv(|x|,|w|) (a tensor, or a :class:`~convcheck.bound.Majorant`),
+    """``a`` = conv(|x|,|w|),
     ``s2`` = conv(x^2, w^2) or None where the bound does not use it."""
 
     a: Any

@@ -99,5 +99,5 @@ def require_fits(problem, devices=("cpu",), max_memory: int | None = None) -> in
     for limit, what in limits:
         if need > limit:
             raise TooLarge(f"{problem.descriptor()} needs about {human(need)} ({need} bytes) to check, "
-                           f"more than {what} ({human(limit)}); lower the batch (--mb) or check a smaller problem")
+                           f"more than {what} ({human(limit)}); lower the batch size or check a smaller problem")
     return need

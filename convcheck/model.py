@@ -67,9 +67,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(v) for v in text.replace("x", ",").split(",") if v.strip())
     except ValueError:
-        raise BadInput(f"--input {text!r}: expected sizes separated by commas, e.g. 1,3,224,224") from None
+        raise BadInput(f"{text!r}: expected sizes separated by commas, e.g. 1,3,224,224", option="input") from None
     if len(shape) < 3 or any(v <= 0 for v in shape):
-        raise BadInput(f"--input {text!r}: expected N,C and 1 to 3 positive spatial sizes, e.g. 1,3,224,224")
+        raise BadInput(f"{text!r}: expected N,C and 1 to 3 positive spatial sizes, e.g. 1,3,224,224", option="input")
     return shape
 
 
@@ -138,7 +138,7 @@ def model_items(target: str, input_shape, data: str = "random", seed: int = 0, *
     from .sweep import Item
 
     if data not in ("random", "activations"):
-        raise BadInput(f"--data {data!r}: expected random or activations")
+        raise BadInput(f"{data!r}: expected random or activations", option="data")
     model = load_target(target)
     fixed = {k: v for k, v in overrides.items() if v not in (None, ())}
     items = []

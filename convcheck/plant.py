@@ -206,7 +206,7 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
         return Planted(problem, inputs, _identity)
     why_not = applies(bug, problem)
     if why_not:
-        raise BadInput(f"--plant {bug} does not change this problem: {why_not}")
+        raise BadInput(f"{bug} does not change this problem: {why_not}", option="plant")
     if bug in ("tf32-inputs", "bf16-inputs"):
         rnd = dtypes.round_tf32 if bug == "tf32-inputs" else dtypes.round_bf16
         return Planted(problem, replace(inputs, **{k: rnd(getattr(inputs, k)) for k in ("x", "w", "dy", "bias")

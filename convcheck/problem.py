@@ -150,7 +150,7 @@ class ConvProblem:
         if len([op for op in self.fuse if op in ACTIVATIONS]) > 1 or self.fuse.count("bias") > 1:
             raise BadInput(f"at most one bias and one activation can be fused, got {','.join(self.fuse)}")
         if "bias" in self.fuse and self.fuse[0] != "bias":
-            raise BadInput("the bias comes before the activation: --fuse bias,relu")
+            raise BadInput("the bias comes before the activation: bias,relu", option="fuse")
 
     def describe_axis(self, axis: str) -> str:
         j = self.axis_names.index(axis)

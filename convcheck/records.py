@@ -32,7 +32,7 @@ def record_key(rec: dict) -> str:
 
 
 def record_label(rec: dict) -> str:
-    """A record's problem as people read it, with its plan in an --all-engines sweep."""
+    """A record's problem as people read it, with its plan in a sweep of every engine."""
     return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
 
 
@@ -44,7 +44,7 @@ def record_brief(rec: dict) -> str:
 
 
 def keys_of(records) -> set[str]:
-    """The keys ``--resume`` skips: each record's, and for a plan's record its problem's too."""
+    """The keys a resumed sweep skips: each record's, and for a plan's record its problem's too."""
     keys = set()
     for rec in records:
         keys.add(record_key(rec))
@@ -111,11 +111,11 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
     """Make ``out`` safe to append to. Without ``resume`` an existing, non-empty file is refused
     (appending would mix two sweeps). With it, a torn last line (a crash mid-write) is cut off
     and set aside in OUT.torn, never glued to, and the file's records are returned."""
-    writable_file(out, "--out")
+    writable_file(out, "out")
     if not out.exists() or out.stat().st_size == 0:
         return PriorRecords([])
     if not resume:
-        raise BadInput(f"--out {out} already holds a sweep; add --resume to continue it, or write to another file")
+        raise BadInput(f"{out} already holds a sweep; resume it, or write to another file", option="out")
     message = cut_torn_tail(out)
     return PriorRecords(read_records(out), message)
 
@@ -163,11 +163,11 @@ def pick_record(records: list[dict], index: int | None = None, name: str | None 
         raise BadInput("the sweep file holds no records")
     if index is not None:
         if not 0 <= index < len(records):
-            raise BadInput(f"--index {index}: the file has records 0..{len(records) - 1}")
+            raise BadInput(f"no record {index}: the file has records 0..{len(records) - 1}", option="index")
         return records[index]
     matches = [r for r in records if name and name in r.get("problem", "")]
     if not matches:
-        raise BadInput(f"--name {name!r} matches no record's problem")
+        raise BadInput(f"{name!r} matches no record's problem", option="name")
     return matches[0]
 
 

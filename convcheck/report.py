@@ -20,8 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .bound import make_bound
-from .check import abs_conv
 from .compare import error_ratio_map
 from .errors import BadInput
 from .records import problem_from_record, read_records, record_label, severity
@@ -36,7 +34,7 @@ tr.failed,tr.error{background:#fdd}tr.mistrusted{background:#ffd}tr.unsupported{
 img{max-width:48%;vertical-align:top;margin-right:1%}
 """
 
-_JS = """
+_JS = r"""
 function sortTable(col){
   const t=document.getElementById('records'), rows=Array.from(t.tBodies[0].rows);
   const asc = t.dataset.col==col ? t.dataset.dir!='asc' : true;
@@ -105,24 +103,19 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
 
 
 def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, str]:
-    """error/bound per element of the recorded check, re-run; (None, why) if it gave no output."""
-    from .rerun import rerun_check, rerun_plan
+    """error/bound per element of the recorded check (or plan), re-run and judged by the bound
+    that judged it; (None, why) if it gave no output."""
+    from .check import compare_device, magnitudes_for
+    from .rerun import rerun
 
-    if rec.get("engine"):  # a plan of an --all-engines sweep: that plan, judged as the sweep judged it
-        records, context = rerun_plan(rec, keep_outputs=True)
-        r = records[0]
-        if r.index not in context["outputs"]:
-            return None, f"re-run of plan {r.name}: {r.status}: {r.message}"
-        y, bound = context["outputs"][r.index]
-        return (error_ratio_map(y, context["ref"], bound, context["abs_conv"]),
-                f"re-run of plan {r.name}: {r.status}, err/bound {r.bound_ratio:.3g}")
-    result = rerun_check(rec, keep_outputs=True)
-    if result.outputs is None:
-        return None, f"re-run gave {result.status}: {result.message}"
+    result = rerun(rec, keep_outputs=True)
+    what = f"re-run of plan {rec['engine']}" if rec.get("engine") else "re-run"
+    if result.outputs is None or result.judging is None:
+        return None, f"{what} gave {result.status}: {result.message}"
     ours, ref, inputs = result.outputs
-    bound = make_bound(result.bound, problem, (result.plan.backend, result.plan.reference))
-    a = abs_conv(problem, inputs, "cpu" if result.plan.reference_device == "cpu" else "cuda", squares=True) if bound.needs_abs_conv else None
-    return error_ratio_map(ours, ref, bound, a), f"re-run: {result.status}, err/bound {result.comparison.max_ratio:.3g}"
+    a = magnitudes_for(result.judging, problem, inputs, compare_device(result.plan))
+    return (error_ratio_map(ours, ref, result.judging, a),
+            f"{what}: {result.status}, err/bound {result.comparison.max_ratio:.3g}")
 
 
 def _cell(value, numeric: bool = False) -> str:

@@ -1,6 +1,7 @@
 """One recorded check, run again exactly as it was run: the same problem, seed, backend,
-reference, bound and (for a plan of an --all-engines sweep) the same cuDNN plan. Used by
-``convcheck rerun`` and by the report's pictures."""
+reference, bound, where the inputs were drawn, and (for a plan of an --all-engines sweep)
+the same cuDNN plan, judged as the sweep judged it. Used by ``convcheck rerun`` and by
+the report's pictures."""
 
 from __future__ import annotations
 
@@ -8,33 +9,27 @@ from .errors import BadInput
 from .records import problem_from_record
 
 
-def _rerunnable(rec: dict) -> None:
+def rerun(rec: dict, keep_outputs: bool = False):
+    """The record's check again: a :class:`~convcheck.check.CheckResult`."""
+    from . import backends
+
     if rec.get("fill") == "given":
         raise BadInput("this record was checked on given data (a model's activations or a caller's arrays), "
                        "which the sweep file does not hold; run the command that made it again")
+    problem = problem_from_record(rec)
+    if rec.get("engine"):
+        from .engines import check_engines
 
-
-def rerun_check(rec: dict, keep_outputs: bool = False):
-    """The record's check again: a CheckResult."""
+        results, _ = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
+                                   heuristics=rec.get("heuristics") or rec.get("backend_info", {}).get("heuristics"),
+                                   engine=rec["engine"], keep_outputs=keep_outputs)
+        return results[0]
     from .check import run_check
 
-    _rerunnable(rec)
-    from . import backends
-
     device = rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
-    return run_check(problem_from_record(rec), backend=rec["backend"], reference=rec["reference"], device=device,
+    return run_check(problem, backend=rec["backend"], reference=rec["reference"], device=device,
                      seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"),
-                     keep_outputs=keep_outputs)
-
-
-def rerun_plan(rec: dict, keep_outputs: bool = False):
-    """A plan's record of an --all-engines sweep: that plan again, judged as the sweep judged it.
-    Returns check_engines' (records, context) for that one plan."""
-    from .engines import check_engines
-
-    _rerunnable(rec)
-    return check_engines(problem_from_record(rec), seed=rec.get("seed", 0), bound=rec.get("bound"),
-                         heuristics=rec.get("heuristics"), engine=rec["engine"], keep_outputs=keep_outputs)
+                     keep_outputs=keep_outputs, fill_device=rec.get("fill_device", "cpu"))
 
 
 def reproduced(rec: dict, status: str, max_abs_diff) -> bool:

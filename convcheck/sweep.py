@@ -14,7 +14,6 @@ two writes, never inside one.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -90,12 +89,12 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
     try:
         pattern = re.compile(match) if match else None
     except re.error as e:
-        raise BadInput(f"--match {match!r} is not a regular expression: {e}") from None
+        raise BadInput(f"{match!r} is not a regular expression: {e}", option="match") from None
     fixed = {k: v for k, v in overrides.items() if v not in (None, ())}
     items: list[Item] = []
     for path in batch_files:
         path = Path(path)
-        lines = text_lines(path, f"--batch {path}", "benchdnn descriptors or MIOpenDriver command lines")
+        lines = text_lines(path, "batch", "benchdnn descriptors or MIOpenDriver command lines")
         for lineno, line in enumerate(lines, 1):
             body = line.split("#", 1)[0].strip()
             if not body or (pattern and not pattern.search(body)):
@@ -275,38 +274,21 @@ def _check_record(item: Item, options: SweepOptions) -> dict:
     return rec
 
 
-#: An engine's status in a sweep: a plan cuDNN would not build is cuDNN declining, not a wrong answer.
-ENGINE_STATUS = {"passed": "passed", "failed": "failed", "not built": "unsupported"}
-
-
 def _engine_records(item: Item, options: SweepOptions) -> list[dict]:
     from .engines import check_engines
 
-    records, context = check_engines(item.problem, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
+    results, context = check_engines(item.problem, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
                                      max_memory=options.max_memory)
-    return engine_sweep_records(item, options, records, context)
+    return engine_sweep_records(item, options, results, context)
 
 
-def engine_sweep_records(item: Item, options: SweepOptions, records, context: dict) -> list[dict]:
-    """Sweep records of ``check_engines``' results: one per plan, each with the problem's
-    identity, the plan's name (part of its key, so ``diff`` matches plans across cuDNN
-    versions), its verdict and its whole engine record. ``time_s`` is the plan's GPU time
-    over its timed runs."""
-    p = item.problem
-    base = _identity(item, options) | {
-        "accumulation_depth": p.accumulation_depth, "backend_device": "cuda", "reference_device": "cuda",
-        "heuristics": context.get("heuristics"), "plan_count": context.get("plan_count"),
-        "notes_remark": context.get("notes_remark"), "versions": context.get("versions"),
-    }
-    out = []
-    for r in records:
-        out.append(base | {
-            "status": ENGINE_STATUS[r.status], "engine": r.name, "engine_index": r.index,
-            "max_abs_diff": r.max_abs_diff, "bound_ratio": r.bound_ratio, "outside": r.outside,
-            "total": int(math.prod(p.result_shape)) if r.built else None, "judged_as": r.judged_as,
-            "message": r.message, "time_s": round(sum(r.times_ms) / 1e3, 6), "engine_record": r.as_dict(),
-        })
-    return out
+def engine_sweep_records(item: Item, options: SweepOptions, results, context: dict) -> list[dict]:
+    """Sweep records of ``check_engines``' results: one per plan, each a check's record (the
+    plan's name is part of its key, so ``diff`` matches plans across cuDNN versions) with
+    the problem's identity in the sweep and the graph's facts."""
+    base = _identity(item, options) | {"heuristics": context.get("heuristics"), "plan_count": context.get("plan_count"),
+                                        "notes_remark": context.get("notes_remark")}
+    return [r.record() | base for r in results]
 
 
 class InlineExecutor:
@@ -344,11 +326,32 @@ def worker_threads(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(jobs, 1))
 
 
+#: What starting a worker process costs (spawn, import torch and NumPy): about 2 s on the
+#: 2-core machine the project is measured on. CONVCHECK_WORKER_START_S overrides it for a
+#: machine where start-up costs otherwise (0: start the workers at once, whatever the sweep).
+WORKER_START_S = 2.0
+
+
+def worker_start_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("CONVCHECK_WORKER_START_S", WORKER_START_S)))
+    except ValueError:
+        return WORKER_START_S
+
+
 class PoolExecutor:
     """Local worker processes (spawned, so each imports CUDA libraries afresh). With
     ``gpus``, each worker sees exactly one GPU (CUDA_VISIBLE_DEVICES). A worker that dies
     (a segfault in a library) costs the problems in flight an error record; a new pool
-    takes the rest."""
+    takes the rest.
+
+    On the CPU (``jobs`` without ``gpus``) the pool is started only when it can pay for
+    itself: the first problem is checked here, and the pool takes the rest only if they are
+    estimated to take more than three workers' start-ups (:data:`WORKER_START_S`);
+    a shorter sweep runs on here, as fast as a plain one (a sweep of 20 checks took 4.0 s
+    serially and 6.0 s with ``--jobs 2`` when every sweep started its workers). The problems
+    checked here are not isolated from a crash in a library; their records are on disk as
+    each finishes, and a resumed sweep continues after them."""
 
     name = "pool"
 
@@ -370,10 +373,24 @@ class PoolExecutor:
                                    initargs=(devices, threads))
 
     def results(self, todo, options, stop):
+        queue = list(todo)
+        if self.gpus is None and queue and worker_start_s() > 0:
+            start = time.perf_counter()
+            i, item = queue.pop(0)
+            yield i, check_item(item, options)
+            per_check = time.perf_counter() - start
+            while queue and per_check * len(queue) <= 3 * worker_start_s():
+                if stop.signum is not None:
+                    return
+                i, item = queue.pop(0)
+                yield i, check_item(item, options)
+        if queue and stop.signum is None:
+            yield from self._pooled(queue, options, stop)
+
+    def _pooled(self, queue, options, stop):
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        queue = list(todo)
         # Spawned workers read their thread-pool sizes from the environment they inherit.
         saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
         for k in THREAD_VARIABLES:
@@ -453,7 +470,7 @@ class RayExecutor:
 
 
 def make_executor(jobs: int = 1, gpus=None, ray_address=None):
-    """inline by default; ``--jobs N`` / ``--gpus all|0,1`` a local pool; ``--ray [ADDRESS]`` Ray."""
+    """inline by default; ``jobs`` / ``gpus`` ("all" or "0,1") a local pool; ``ray`` (an address or True) Ray."""
     if ray_address is not None:
         return RayExecutor(ray_address or None)
     if gpus is not None:
@@ -463,10 +480,10 @@ def make_executor(jobs: int = 1, gpus=None, ray_address=None):
             try:
                 ids = [int(g) for g in str(gpus).split(",") if g.strip()]
             except ValueError:
-                raise BadInput(f"--gpus {gpus!r}: expected 'all' or GPU numbers such as 0,1") from None
+                raise BadInput(f"{gpus!r}: expected 'all' or GPU numbers such as 0,1", option="gpus") from None
         if not ids:
-            raise NotAvailableHere("no CUDA GPU is visible here to spread the sweep over (--gpus); "
-                                   "run without it, or with --jobs N on the CPU")
+            raise NotAvailableHere("no CUDA GPU is visible here to spread the sweep over; "
+                                   "run without GPUs, or with jobs on the CPU", option="gpus")
         return PoolExecutor(len(ids), ids)
     if jobs > 1:
         return PoolExecutor(jobs)
@@ -492,15 +509,16 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         from . import backends
 
         if options.backend not in ("auto", "cudnn") or options.reference not in (None, "torch") or options.device not in (None, "cuda"):
-            raise BadInput("--all-engines checks every cuDNN plan against torch, both on the GPU; "
-                           "it takes no other --backend, --reference or --device")
+            raise BadInput("a sweep of every engine checks every cuDNN plan against torch, both on the GPU; "
+                           "it takes no other backend, reference or device", option="all_engines")
         backends.require("cudnn", "cuda")
         backends.require("torch", "cuda")
         options = replace(options, backend="cudnn", reference="torch", device="cuda", bound=bound)
     else:
         plan = resolve(options.backend, options.reference, options.device)
         if options.heuristics and plan.backend != "cudnn":
-            raise BadInput(f"--heuristics applies to the cudnn backend only; this sweep checks {plan.backend}")
+            raise BadInput(f"heuristics modes apply to the cudnn backend only; this sweep checks {plan.backend}",
+                           option="heuristics")
         options = replace(options, backend=plan.backend, reference=plan.reference, bound=bound, notes=tuple(plan.notes))
     prior = prepare_out(out, resume)
     if not quiet:

@@ -33,11 +33,11 @@ def main() -> int:
         return 0
     from convcheck.engines import check_engines, format_table
 
-    records, context = check_engines(problem, repeat=3, timing_runs=5)
+    results, context = check_engines(problem, repeat=3, timing_runs=5)  # one CheckResult per plan
     print(f"{context['plan_count']} plans; {context['notes_remark']}")
-    print(format_table(records))
-    failed = [r for r in records if r.status == "failed"]
-    print(f"checked {sum(r.built for r in records)} engines that built: {len(failed)} failed")
+    print(format_table(results))
+    failed = [r for r in results if r.status == "failed"]
+    print(f"checked {sum(r.backend_info['built'] for r in results)} engines that built: {len(failed)} failed")
     return 1 if failed else 0
 
 

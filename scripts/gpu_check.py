@@ -182,11 +182,11 @@ def main() -> int:
             text = f"# {desc} {dtype}: {ctx['plan_count']} plans; {ctx['notes_remark']}\n{engine_table(recs)}\n"
             print(text)
             engine_log.write(text + "\n")
-            built = [r for r in recs if r.built]
+            built = [r for r in recs if r.backend_info.get("built")]
             bad = [r for r in built if r.status != "passed"]
-            worst = max((r.bound_ratio or 0.0) for r in built) if built else None
+            worst = max(r.comparison.max_ratio for r in built) if built else None
             rows.append(row(f"engines {desc} {dtype} ({len(built)}/{len(recs)} built)", "failed" if bad else "passed",
-                            f"{len(built) - len(bad)} passed", max((r.max_abs_diff or 0.0) for r in built) if built else None,
+                            f"{len(built) - len(bad)} passed", max(r.comparison.max_abs_diff for r in built) if built else None,
                             worst, time.perf_counter() - t0))
     engine_log.close()
     table = format_table(rows)

@@ -47,8 +47,8 @@ for f in examples/*.py; do
   echo "$(basename "$f"): exit $rc" | tee -a "$logs/examples.txt"
   [ $rc -eq 0 ] || status=1
 done
-echo "== GPU check speed (benchmarks/gpu_check_speed.py)"
-timeout 180 "$py" benchmarks/gpu_check_speed.py 2>&1 | tee "$logs/gpu_check_speed.txt" || status=1
+echo "== GPU sweep speed at batch 32, from the sweep's own records (benchmarks/sweep_throughput.py)"
+timeout 200 "$py" benchmarks/sweep_throughput.py --repeat 2 2>&1 | tee "$logs/sweep_throughput.txt" || status=1
 echo "== comparison speed, eager vs compiled (benchmarks/compare_speed.py)"
 timeout 120 "$py" benchmarks/compare_speed.py 2>&1 | tee "$logs/compare_speed.txt" || status=1
 exit $status

@@ -17,12 +17,14 @@ def _run(script: str, *args: str) -> str:
     return proc.stdout
 
 
-def test_gpu_check_speed_runs_its_cpu_path():
-    out = _run("gpu_check_speed.py", "--layers", "1")
-    assert "CPU path" in out and "| resnet_50:conv1 |" in out and "| passed |" in out
-
-
 def test_compare_speed_reports_eager_and_compiled_agreeing():
     out = _run("compare_speed.py", "--layers", "2", "--repeat", "1")
     rows = [line for line in out.splitlines() if line.startswith("| resnet_50:")]
     assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows), out
+
+
+def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
+    out = _run("sweep_throughput.py", "--match", "res2a_branch2a", "--mb", "1", "--repeat", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| resnet_50:")]
+    assert len(rows) == 1 and "| passed |" in rows[0], out
+    assert "ratio" in out and "stages: fill" in out

@@ -144,7 +144,7 @@ def test_compiled_verdict_equals_the_eager_one(desc, kw, dtype, plant):
     the same worst element and the same mismatches as the eager code, on this CPU too."""
     from convcheck.backends import torch_conv
     from convcheck.bound import make_bound
-    from convcheck.device_check import _magnitudes
+    from convcheck.check import abs_conv
     from convcheck.fill import make_inputs
     from convcheck.problem import parse_descriptor
 
@@ -162,9 +162,9 @@ def test_compiled_verdict_equals_the_eager_one(desc, kw, dtype, plant):
         ours[0, 0, 0, 0] = float("nan")
         ours[1, 0, 2, 1] = float("inf")
     bound = make_bound("elementwise", p.with_(dtype="fp16" if dtype == torch.float16 else "fp32"), ("cudnn", "torch"))
-    major, _ = _magnitudes(p, t)
-    compiled = compare(ours, ref, bound, major, compiled=True)
-    eager = compare(ours, ref, bound, major)
+    mags = abs_conv(p, inputs, "cpu", squares=True)
+    compiled = compare(ours, ref, bound, mags, compiled=True)
+    eager = compare(ours, ref, bound, mags)
     assert compiled.passed is (not plant) and (compiled.outside == 3) is plant
     _same_verdict(eager.as_dict(), compiled.as_dict())
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from convcheck.engines import EngineRecord, format_table, select_indices
+from convcheck.backends.cudnn_graph import select_indices
+from convcheck.engines import format_table
+from convcheck.problem import parse_descriptor
 
 from .conftest import run_cli
 
@@ -16,18 +18,23 @@ def test_select_by_index_name_or_all():
 
 
 def test_table_shows_notes_verdicts_and_messages():
-    records = [
-        EngineRecord(0, "eng0", "passed", True, numerical_notes=[], judged_as="fp32", workspace_bytes=0,
-                     max_abs_diff=1e-7, bound_ratio=0.01, median_ms=0.02, bitwise_identical=True, claims_deterministic=True),
-        EngineRecord(1, "eng38", "passed", True, numerical_notes=["TENSOR_CORE"], judged_as="tf32 (engine down-converts fp32 inputs)",
-                     workspace_bytes=1024, max_abs_diff=1e-3, bound_ratio=0.2, median_ms=0.01, bitwise_identical=False,
-                     claims_deterministic=True, message="claims determinism but results differ between runs"),
-        EngineRecord(2, "eng9", "not built", False, message="cudnnGraphNotSupportedError: ..."),
+    from .test_sweep import plan_result
+
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    results = [
+        plan_result(p, 0, "eng0", "passed", 0.01, bitwise_identical=True, claims_deterministic=True),
+        plan_result(p, 1, "eng38", "passed", 0.2, numerical_notes=["TENSOR_CORE"], judged_as="tf32 (engine down-converts fp32 inputs)",
+                    workspace_bytes=1024, bitwise_identical=False, claims_deterministic=True,
+                    message="claims determinism but results differ between runs"),
+        plan_result(p, 2, "eng9", "not built", None, message="cudnnGraphNotSupportedError: ..."),
     ]
-    table = format_table(records)
+    table = format_table(results)
     assert "TENSOR_CORE" in table and "tf32" in table and "DIFFERENT" in table and "identical" in table
+    assert "not built" in table and "1024" in table
     assert "[1] claims determinism" in table and "[2] cudnnGraphNotSupportedError" in table
-    assert records[1].as_dict()["numerical_notes"] == ["TENSOR_CORE"]
+    rec = results[1].record()
+    assert rec["engine"] == "eng38" and rec["engine_index"] == 1 and rec["backend_info"]["numerical_notes"] == ["TENSOR_CORE"]
+    assert results[2].record()["status"] == "unsupported"  # a plan cuDNN declines is not a wrong answer
 
 
 def test_engines_without_a_gpu_exits_3_and_bad_options_exit_2():

@@ -184,15 +184,17 @@ def test_backward_against_the_float64_reference():
 def test_engines_lists_checks_and_times_every_plan():
     from convcheck.engines import check_engines
 
-    records, context = check_engines(parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"), repeat=3, timing_runs=3)
-    built = [r for r in records if r.built]
-    assert context["plan_count"] == len(records) and len(built) >= 2
-    assert all(r.status == "passed" for r in built), [(r.name, r.message, r.bound_ratio) for r in built if r.status != "passed"]
-    assert all(r.median_ms and r.median_ms > 0 and r.bitwise_identical is not None for r in built)
-    assert all(not r.redzone for r in built)
+    results, context = check_engines(parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"), repeat=3, timing_runs=3)
+    built = [r for r in results if r.backend_info["built"]]
+    assert context["plan_count"] == len(results) and len(built) >= 2
+    assert all(r.status == "passed" for r in built), [(r.backend_info["engine"], r.message, r.comparison.max_ratio)
+                                                      for r in built if r.status != "passed"]
+    assert all(r.backend_info["median_ms"] > 0 and r.backend_info["bitwise_identical"] is not None for r in built)
+    assert all(not r.backend_info["redzone"] for r in built)
+    assert all(r.fill_device == "cuda" and r.backend_info["graph_reused"] for r in built[1:])  # one graph, every plan
     # on Ampere and newer some fp32 plans are TF32 engines: listed, and judged as TF32
     tf32 = [r for r in built if r.judged_as.startswith("tf32")]
-    assert tf32 and all("TENSOR_CORE" in r.numerical_notes or "DOWN_CONVERT_INPUTS" in r.numerical_notes for r in tf32)
+    assert tf32 and all({"TENSOR_CORE", "DOWN_CONVERT_INPUTS"} & set(r.backend_info["numerical_notes"]) for r in tf32)
 
 
 def test_chosen_engine_and_repeat():
@@ -222,16 +224,20 @@ def test_redzone_logic_with_cupy_buffers():
     assert c.side == "after" and c.offset == 5
 
 
-def test_device_path_copies_only_scalars():
-    from convcheck.device_check import count_copies, device_check
+def test_every_gpu_check_stays_on_the_device():
+    """run_check (what check, sweep and rerun call) on the GPU: inputs drawn there, the graph
+    reused by the next check of the same problem, and only scalars copied between host and GPU."""
+    from convcheck.copies import count_copies
 
     p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
-    first = device_check(p, seed=0)
-    assert first.comparison.passed and not first.cached
-    result, copies = count_copies(lambda: device_check(p, seed=1))
-    assert result.cached and result.comparison.passed
-    assert "error" not in copies, copies
-    assert copies["HtoD"] < 4096 and copies["DtoH"] < 4096, copies
+    for bound in ("exact", "elementwise"):
+        first = run_check(p, seed=0, bound=bound)
+        assert first.status == "passed" and first.fill_device == "cuda", first.message
+        result, copies = count_copies(lambda: run_check(p, seed=1, bound=bound))
+        assert result.status == "passed" and result.backend_info["graph_reused"], result.backend_info
+        assert "error" not in copies, copies
+        assert copies["HtoD"] < 4096 and copies["DtoH"] < 4096, (bound, copies)
+        assert result.comparison.kernel == "compiled" or bound == "exact", result.comparison.kernel
 
 
 def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
@@ -246,7 +252,7 @@ def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
     assert {r["status"] for r in recs} <= {"passed", "unsupported"}, [(r["engine"], r["message"]) for r in recs if r["status"] != "passed"]
     again = run_cli("sweep", "mb4ic32ih14oc32oh14kh3ph1", "--all-engines", "--out", str(out), "--quiet", "--resume")
     assert again.returncode == 0 and "skipped 1" in again.stdout
-    i = next(i for i, r in enumerate(recs) if r["status"] == "passed" and r["engine_record"]["bitwise_identical"])
+    i = next(i for i, r in enumerate(recs) if r["status"] == "passed" and r["backend_info"]["bitwise_identical"])
     rerun = run_cli("rerun", str(out), "--index", str(i))
     assert rerun.returncode == 0 and "reproduced exactly" in rerun.stderr, rerun.stdout + rerun.stderr
 
@@ -271,9 +277,9 @@ def test_a_real_tf32_engine_fails_the_default_fp32_check():
     p = parse_descriptor("mb32ic256ih14oc256oh14kh3ph1")
     from convcheck.engines import check_engines
 
-    records, _ = check_engines(p, bound="exact", repeat=1, timing_runs=1)
-    tf32 = [r for r in records if r.built and r.judged_as.startswith("tf32")]
-    assert tf32 and all(r.bound == "elementwise" for r in tf32)  # judged as TF32, by the bound
+    results, _ = check_engines(p, bound="exact", repeat=1, timing_runs=1)
+    tf32 = [r for r in results if r.backend_info["built"] and r.judged_as.startswith("tf32")]
+    assert tf32 and all(r.comparison.bound == "elementwise" for r in tf32)  # judged as TF32, by the bound
     # torch's TF32 convolution judged as fp32 (what a user who left TF32 on would get)
     from convcheck.backends import numpy_ref, torch_conv
     from convcheck.bound import make_bound

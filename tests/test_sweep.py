@@ -143,7 +143,8 @@ def test_parallel_sweeps_write_the_same_records(tmp_path, how):
         pytest.importorskip("ray", reason="Ray is not installed (pip install 'convcheck[ray]')")
     common = ["--random", "8", "--seed", "6", "--backend", "torch", "--device", "cpu", "--quiet"]
     assert run_cli("sweep", *common, "--out", str(tmp_path / "inline.jsonl")).returncode == 0
-    done = run_cli("sweep", *common, *how, "--out", str(tmp_path / "par.jsonl"))
+    # workers at once (a sweep this short would otherwise run here: see the next test)
+    done = run_cli("sweep", *common, *how, "--out", str(tmp_path / "par.jsonl"), env={"CONVCHECK_WORKER_START_S": "0"})
     assert done.returncode == 0, done.stdout + done.stderr
     a, b = _records_by_key(tmp_path / "inline.jsonl"), _records_by_key(tmp_path / "par.jsonl")
     assert a.keys() == b.keys() and len(a) == 8
@@ -153,7 +154,7 @@ def test_parallel_sweeps_write_the_same_records(tmp_path, how):
 
 def test_a_killed_worker_costs_only_its_problems(tmp_path):
     out = tmp_path / "s.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), CONVCHECK_WORKER_START_S="0")
     proc = subprocess.Popen([sys.executable, "-m", "convcheck", "sweep", "--random", "60", "--seed", "8", "--jobs", "2",
                              "--out", str(out), "--backend", "torch", "--device", "cpu", "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -177,6 +178,28 @@ def test_a_killed_worker_costs_only_its_problems(tmp_path):
     assert proc.returncode in (1, 4)  # 4: error records; 1 if a random problem also hit a real mismatch
 
 
+def test_a_short_sweep_with_jobs_runs_here_and_a_long_one_starts_workers(monkeypatch):
+    """--jobs never costs more than a plain sweep: workers start only when the problems left
+    are estimated to take more than three workers' start-ups."""
+    from types import SimpleNamespace
+
+    from convcheck import sweep
+
+    calls = []
+    monkeypatch.setattr(sweep, "check_item", lambda item, options: (calls.append(item), time.sleep(item))[1] or [item])
+    monkeypatch.setattr(sweep.PoolExecutor, "_pooled", lambda self, queue, options, stop: iter([(i, ["pooled"]) for i, _ in queue]))
+    stop = SimpleNamespace(signum=None)
+    monkeypatch.setenv("CONVCHECK_WORKER_START_S", "0.05")
+    short = list(sweep.PoolExecutor(2).results([(i, 0.01) for i in range(5)], None, stop))  # ~0.04 s left: here
+    assert [r for _, r in short] == [[0.01]] * 5 and len(calls) == 5
+    calls.clear()
+    long = list(sweep.PoolExecutor(2).results([(i, 0.02) for i in range(20)], None, stop))  # ~0.4 s left: workers
+    assert len(calls) == 1 and [r for _, r in long[1:]] == [["pooled"]] * 19
+    monkeypatch.setenv("CONVCHECK_WORKER_START_S", "0")
+    calls.clear()
+    assert [r for _, r in sweep.PoolExecutor(2).results([(0, 0.01)], None, stop)] == [["pooled"]] and not calls
+
+
 def test_gpus_gives_each_worker_its_own_device(tmp_path):
     """--gpus 0,1 on the CPU path: the same mechanism that pins one GPU per worker on a GPU machine
     (CUDA_VISIBLE_DEVICES set before the worker imports any CUDA library)."""
@@ -195,10 +218,29 @@ def test_gpus_gives_each_worker_its_own_device(tmp_path):
         assert set().union(*by_pid.values()) == {"0", "1"}  # two workers, two different devices
 
 
+def plan_result(p, index: int, name: str, status: str, ratio, **info):
+    """A plan's CheckResult as ``check_engines`` makes it (without a GPU): built plans carry a
+    comparison, a plan cuDNN would not build is ``unsupported`` with cuDNN's message."""
+    from convcheck.check import CheckResult, Plan
+    from convcheck.compare import Comparison
+
+    built = status != "not built"
+    r = CheckResult(status=status if built else "unsupported", problem=p, plan=Plan("cudnn", "cuda", "torch", "cuda"),
+                    seed=0, plan_of_all=True, judged_as=info.pop("judged_as", "fp32" if built else ""),
+                    message=info.pop("message", "" if built else "build: NOT_SUPPORTED"))
+    r.backend_info = {"engine": name, "plan_index": index, "built": built, "numerical_notes": [], "behavior_notes": [],
+                      **({"times_ms": [0.01, 0.012], "workspace_bytes": 0} if built else {}), **info}
+    if built:
+        r.comparison = Comparison(passed=status == "passed", total=2 * 8 * 14 * 14, outside=0 if status == "passed" else 3,
+                                  max_abs_diff=ratio * 1e-5, worst_index=(0, 0, 0, 0), max_ratio=ratio, rtol=None, atol=None,
+                                  ref_abs_max=1.0, bound="elementwise", derivation="", device="cuda")
+        r.time_backend_s = 0.022e-3
+    return r
+
+
 def _engine_sweep_file(path, flips=None, extra=None, seed=0):
     """Records of an --all-engines sweep, as ``engine_sweep_records`` makes them from ``check_engines``'
     results; ``flips`` changes some plans' verdicts, ``extra`` adds a plan (another cuDNN version)."""
-    from convcheck.engines import EngineRecord
     from convcheck.problem import parse_descriptor
     from convcheck.sweep import Item, SweepOptions, engine_sweep_records
 
@@ -206,15 +248,10 @@ def _engine_sweep_file(path, flips=None, extra=None, seed=0):
     flips = flips or {}
     plans = [("eng70_k2=12_k18=0", "passed", 0.2), ("eng38_k2=1_k13=0", "passed", 0.04), ("eng3_k11=2", "not built", None)]
     plans += extra or []
-    records = [EngineRecord(index=i, name=name, status=flips.get(name, status), built=status != "not built",
-                            max_abs_diff=None if ratio is None else ratio * 1e-5, bound_ratio=ratio,
-                            outside=None if ratio is None else 0, times_ms=[0.01, 0.012],
-                            message="" if ratio is not None else "build: NOT_SUPPORTED")
-               for i, (name, status, ratio) in enumerate(plans)]
-    context = {"heuristics": ["a", "fallback"], "plan_count": len(records), "notes_remark": "",
-               "versions": {"cudnn_backend (frontend)": "9.19.0"}}
+    results = [plan_result(p, i, name, flips.get(name, status), ratio) for i, (name, status, ratio) in enumerate(plans)]
+    context = {"heuristics": ["a", "fallback"], "plan_count": len(results), "notes_remark": ""}
     options = SweepOptions("cudnn", "torch", "cuda", "elementwise", seed, all_engines=True)
-    recs = engine_sweep_records(Item("cli", p, text=p.descriptor()), options, records, context)
+    recs = engine_sweep_records(Item("cli", p, text=p.descriptor()), options, results, context)
     with open(path, "w", encoding="utf-8") as f:
         for r in recs:
             r["key"] = record_key(r)
@@ -230,7 +267,9 @@ def test_engine_records_have_a_key_per_plan_and_resume_by_problem(tmp_path):
     recs = _engine_sweep_file(tmp_path / "e.jsonl")
     assert [r["status"] for r in recs] == ["passed", "passed", "unsupported"]  # a plan cuDNN won't build: declined
     assert len({r["key"] for r in recs}) == 3 and all(r["engine"] in r["key"] for r in recs)
-    assert recs[0]["engine_record"]["name"] == recs[0]["engine"] and recs[0]["time_s"] == pytest.approx(0.022e-3)
+    assert recs[0]["backend_info"]["engine"] == recs[0]["engine"] and recs[0]["engine_index"] == 0
+    assert recs[0]["time_backend_s"] == pytest.approx(0.022e-3) and recs[0]["judged_as"] == "fp32"
+    assert recs[0]["max_abs_diff"] == pytest.approx(0.2e-5) and "max_abs_diff" not in recs[0]["comparison"]  # said once
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
     done = done_keys(tmp_path / "e.jsonl")
     all_engines = SweepOptions("cudnn", "torch", "cuda", "elementwise", 0, all_engines=True)
@@ -266,7 +305,7 @@ def test_all_engines_sweep_needs_cudnn_and_says_so(tmp_path):
     done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--all-engines", "--out", str(out), "--quiet")
     assert done.returncode == 3 and "backend 'cudnn' is unavailable" in done.stderr and not out.exists()
     done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--all-engines", "--backend", "torch", "--out", str(out))
-    assert done.returncode == 2 and "--all-engines checks every cuDNN plan against torch" in done.stderr
+    assert done.returncode == 2 and "--all-engines: a sweep of every engine checks every cuDNN plan against torch" in done.stderr
     _engine_sweep_file(out)
     again = run_cli("rerun", str(out), "--index", "0")
     assert again.returncode == 3 and "backend 'cudnn' is unavailable" in again.stderr

@@ -32,6 +32,7 @@ bfloat16, so bf16 buffers are uint16 bit patterns, viewed as bfloat16 in torch.
 from __future__ import annotations
 
 import statistics
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,7 @@ _HANDLES: dict[int, Any] = {}
 def unavailable_reason(device: str) -> str | None:
     """None when a cuDNN graph can run here, else one sentence saying why not."""
     if device == "cpu":
-        return "cuDNN runs on a CUDA GPU only (use --device cuda)"
+        return "cuDNN runs on a CUDA GPU only (device cuda)"
     try:
         import torch
     except ImportError:
@@ -242,6 +243,14 @@ class Prepared:
     deselected: list = field(default_factory=list)
     selected: list = field(default_factory=list)
     workspaces: dict = field(default_factory=dict)  # plan index -> GuardedBuffer, reused across executions
+    built: set = field(default_factory=set)  # plan indices already built (a reused graph builds each once)
+    first_built: Any = None  # (index, plans rejected before it) once the heuristics' choice is known
+    build_s: float = 0.0  # seconds the graph, its plans and buffers took to build (once)
+    uses: int = 1  # checks that have used this graph (more than 1: reused, no build paid)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(b.nbytes) for b in self.inputs.values()) + int(self.output.nbytes)
 
     @property
     def pack(self) -> dict:
@@ -269,27 +278,83 @@ def heur_modes(cudnn, names) -> list:
     return [getattr(cudnn.heur_mode, h.upper()) for h in names]
 
 
-def prepare(problem: ConvProblem, inputs, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
-    """Upload the operands, build the graph on them and create its execution plans.
+#: Graphs kept for reuse, most recent last: a problem checked again (repeats, every plan of
+#: ``engines``, the same layer at another seed, a sweep run again in the same process) reuses
+#: its graph, plans and buffers instead of paying cuDNN's graph build again. At most this many,
+#: holding at most PREPARED_BYTES of buffers (the least recently used go first).
+PREPARED_KEPT = 64
+PREPARED_BYTES = 4 * 2 ** 30
+_PREPARED: "OrderedDict[tuple, Prepared]" = OrderedDict()
 
-    ``math_filter`` applies the fp32/tf32 note filters (off for ``engines``, which
-    lists every plan and judges the down-converting ones as TF32)."""
+
+def prepare(problem: ConvProblem, inputs, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
+    """The problem's graph with its buffers and plans (built once, then reused: :func:`prepared`),
+    with ``inputs`` written into its input buffers (:func:`load`)."""
+    prep = prepared(problem, heuristics, math_filter)
+    load(prep, inputs)
+    return prep
+
+
+def load(prep: Prepared, inputs) -> None:
+    """Write the inputs into the graph's input buffers, on the check's stream: NumPy arrays
+    are uploaded once; torch tensors already on the GPU (inputs drawn there) are copied on
+    the device, converted to the buffer's type (values are representable: exact)."""
     import cupy
     import torch
 
+    problem = prep.problem
+    bias = inputs.bias
+    host = {"X": inputs.x, "W": inputs.w, "DY": inputs.dy, "B": None if bias is None else bias.reshape(_shape_of(problem, "B"))}
+    _, to_buffer, _ = _buffer_kind(problem)
+    with prep.cupy_stream:
+        for role, buf in prep.inputs.items():
+            source = host[role]
+            if isinstance(source, torch.Tensor):
+                view = torch.from_dlpack(buf)
+                if dtypes.get(problem.dtype).storage == "bfloat16":
+                    view = view.view(torch.bfloat16)
+                view.copy_(source.reshape(view.shape))
+            else:
+                buf[...] = cupy.asarray(to_buffer(np.ascontiguousarray(source)))
+
+
+def prepared(problem: ConvProblem, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
+    """Buffers and a graph built on them, with its execution plans, for the current torch
+    stream; the same object again for the same problem, options and stream (its buffers
+    then hold the previous check's data until :func:`load`).
+
+    ``math_filter`` applies the fp32/tf32 note filters (off for ``engines``, which
+    lists every plan and judges the down-converting ones as TF32)."""
+    import torch
+
+    import time
+
+    torch_stream = torch.cuda.current_stream()
+    key = (problem, tuple(h.upper() for h in heuristics), math_filter, torch_stream.device.index, int(torch_stream.cuda_stream))
+    if key in _PREPARED:
+        _PREPARED.move_to_end(key)
+        prep = _PREPARED[key]
+        prep.uses += 1
+        return prep
+    start = time.perf_counter()
+    prep = _build(problem, heuristics, math_filter, torch_stream)
+    prep.build_s = time.perf_counter() - start
+    _PREPARED[key] = prep
+    while len(_PREPARED) > PREPARED_KEPT or (len(_PREPARED) > 1 and sum(p.nbytes for p in _PREPARED.values()) > PREPARED_BYTES):
+        _PREPARED.popitem(last=False)  # its buffers go back to CuPy's pool
+    return prep
+
+
+def _build(problem: ConvProblem, heuristics, math_filter: bool, torch_stream) -> Prepared:
+    import cupy
+
     cudnn = fc.import_frontend()
     cl = problem.layout == "nxc"
-    buf_dtype, to_buffer, poison = _buffer_kind(problem)
-    torch_stream = torch.cuda.current_stream()
+    buf_dtype, _, poison = _buffer_kind(problem)
     cstream = cupy_stream_for(torch_stream)
-    host = {"X": inputs.x, "W": inputs.w, "DY": inputs.dy, "B": None if inputs.bias is None else inputs.bias.reshape(_shape_of(problem, "B"))}
     in_roles, out_role = roles(problem)
     with cstream:
-        bufs = {}
-        for role in in_roles:
-            a = layout.allocate(cupy, _shape_of(problem, role), buf_dtype, cl)
-            a[...] = cupy.asarray(to_buffer(np.ascontiguousarray(host[role])))
-            bufs[role] = a
+        bufs = {role: layout.allocate(cupy, _shape_of(problem, role), buf_dtype, cl) for role in in_roles}
         out = GuardedBuffer(cupy, _shape_of(problem, out_role), buf_dtype, cl, poison=poison)
         crop = (slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)
         views = {role: (a[crop] if role == "X" else a) for role, a in bufs.items()}
@@ -338,9 +403,13 @@ class PlanRun:
 
 def build_plan(prep: Prepared, index: int) -> PlanRun:
     run = PlanRun(index, prep.plan_name(index), built=False)
+    if index in prep.built:
+        run.built = True
+        return run
     try:
         prep.cg.graph.build_plan_at_index(index)
         run.built = True
+        prep.built.add(index)
     except Exception as e:
         run.error = f"{type(e).__name__}: {str(e).strip()}"[:300]
     return run
@@ -447,41 +516,46 @@ def result_tensor(prep: Prepared):
 def _pick(prep: Prepared, engine) -> PlanRun:
     """The chosen plan: by index, by name, or the first (heuristics order) that builds."""
     if engine is None:
+        if prep.first_built is not None:  # a reused graph: its choice is known
+            index, rejected = prep.first_built
+            run = execute_plan(prep, index)
+            run.rejected = rejected
+            return run
         failures = []
         for i in range(prep.plan_count):
             run = execute_plan(prep, i)
             if run.built:
                 run.rejected = failures
+                prep.first_built = (i, failures)
                 return run
             failures.append({"index": i, "name": run.name, "error": run.error})
         first = failures[0]["error"] if failures else "no plan"
         raise Unsupported(name, f"none of the {prep.plan_count} plans built (first: {first})")
-    if isinstance(engine, int) or (isinstance(engine, str) and engine.isdigit()):
-        index = int(engine)
-        if not 0 <= index < prep.plan_count:
-            raise BadInput(f"--engine {index}: this graph has plans 0..{prep.plan_count - 1}")
-    else:
-        names = [prep.plan_name(i) for i in range(prep.plan_count)]
-        if engine not in names:
-            raise BadInput(f"--engine {engine!r} is not among this graph's plans: {', '.join(names)}")
-        index = names.index(engine)
-    run = execute_plan(prep, index)
+    names = [prep.plan_name(i) for i in range(prep.plan_count)]
+    indices = select_indices(prep.plan_count, names, engine)
+    if not indices:
+        raise BadInput(f"engine {engine!r} is not among this graph's plans: "
+                       f"{', '.join(f'{i} {n}' for i, n in enumerate(names))}")
+    run = execute_plan(prep, indices[0])
     if not run.built:
-        raise Unsupported(name, f"plan {index} ({run.name}) did not build or run: {run.error}")
+        raise Unsupported(name, f"plan {indices[0]} ({run.name}) did not build or run: {run.error}")
     return run
 
 
-def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heuristics=HEURISTICS, repeat: int = 1):
-    """Execute the graph on the current torch CUDA stream; returns (torch tensor, info)."""
-    prep = prepare(problem, inputs, heuristics)
-    chosen = _pick(prep, engine)
-    if repeat > 1:
-        again = execute_plan(prep, chosen.index, runs=repeat, repeat_check=True)
-        chosen.bitwise_identical = again.bitwise_identical
-        chosen.redzone += again.redzone
-    y = result_tensor(prep)
+def select_indices(count: int, names: list[str], engine) -> list[int]:
+    """The plan indices ``engine`` names: all of them (None), one index, or every plan of that name."""
+    if engine is None:
+        return list(range(count))
+    if isinstance(engine, int) or str(engine).isdigit():
+        return [int(engine)] if 0 <= int(engine) < count else []
+    return [i for i, n in enumerate(names) if n == engine]
+
+
+def plan_info(prep: Prepared, chosen: PlanRun, repeat: int = 1) -> dict:
+    """What a check records of the cuDNN run: versions, the plan and its neighbours, buffers, guards."""
+    problem = prep.problem
     out = prep.output.array
-    info = {
+    return {
         "implementation": f"cuDNN graph (cudnn-frontend Python API, {problem.direction}"
                           f"{' + ' + '+'.join(problem.fuse) if problem.fuse else ''}) on CuPy buffers",
         "frontend": fc.frontend_version(prep.cudnn),
@@ -491,6 +565,8 @@ def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heurist
         "plan_count": prep.plan_count,
         "behavior_notes": prep.behavior_notes(chosen.index),
         "rejected_plans": chosen.rejected,
+        "graph_reused": prep.uses > 1,
+        "graph_build_s": round(prep.build_s, 6),
         "heuristics": list(prep.heuristics),
         "deselected_numeric_notes": prep.deselected,
         "selected_numeric_notes": prep.selected,
@@ -498,15 +574,29 @@ def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heurist
         "compute_dtype": "fp32",
         "workspace_bytes": chosen.workspace_bytes,
         "execute_ms": chosen.times_ms[0] if chosen.times_ms else None,
+        "times_ms": chosen.times_ms,
         "redzone": chosen.redzone,
         "bitwise_identical": chosen.bitwise_identical,
         "repeat": repeat,
-        "dlpack_zero_copy": int(y.data_ptr()) == int(out.data.ptr),
+        "dlpack_zero_copy": int(result_tensor(prep).data_ptr()) == int(out.data.ptr),
         **{role.lower(): {"dims": list(v.shape), "strides": layout.element_strides(v)} for role, v in prep.views.items()},
         "stream": int(prep.torch_stream.cuda_stream),
         "accumulate": "float32",
     }
-    return y, info
+
+
+def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heuristics=HEURISTICS, repeat: int = 1):
+    """Execute the graph on the current torch CUDA stream; returns (torch tensor, info).
+
+    The tensor is the graph's output buffer itself (DLPack, no copy): a later run of the
+    same problem overwrites it, so it is read (or cloned) before the next check."""
+    prep = prepare(problem, inputs, heuristics)
+    chosen = _pick(prep, engine)
+    if repeat > 1:
+        again = execute_plan(prep, chosen.index, runs=repeat, repeat_check=True)
+        chosen.bitwise_identical = again.bitwise_identical
+        chosen.redzone += again.redzone
+    return result_tensor(prep), plan_info(prep, chosen, repeat)
 
 
 # ---------------------------------------------------------------------------- plan notes

@@ -57,6 +57,7 @@ def conv_forward(problem: ConvProblem, x: np.ndarray, w: np.ndarray) -> np.ndarr
 
 
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
+    inputs = inputs.host()  # the same bits, downloaded once when they were drawn on a GPU
     if problem.direction != "fprop" or problem.fuse:
         from ..errors import Unsupported
 

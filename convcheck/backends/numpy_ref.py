@@ -45,7 +45,7 @@ MAX_COLUMN_BYTES = 64 * 2**20
 
 def unavailable_reason(device: str) -> str | None:
     if device not in ("cpu", None):
-        return "the NumPy reference runs on the CPU only (use --device cpu)"
+        return "the NumPy reference runs on the CPU only (device cpu)"
     return None
 
 
@@ -208,5 +208,7 @@ def compute(problem: ConvProblem, inputs, dtype=np.float64) -> np.ndarray:
 
 
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
-    """Returns (result float64 ndarray, info dict)."""
+    """Returns (result float64 ndarray, info dict). Inputs drawn on a GPU are read as the same
+    bits, downloaded once."""
+    inputs = inputs.host()
     return compute(problem, inputs), {"implementation": f"numpy float64 {problem.direction}", "accumulate": "float64"}

@@ -151,7 +151,8 @@ def run(problem: ConvProblem, inputs, device: str = "cpu"):
     def put(a):
         if a is None:
             return None
-        t = torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=storage)
+        t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))  # inputs drawn on a GPU stay there
+        t = t.to(device=device, dtype=storage)
         return to_layout(t, channels_last) if t.dim() > 2 else t
 
     with torch_conv_math(tf32=problem.dtype == "tf32"):

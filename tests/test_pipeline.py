@@ -1,0 +1,90 @@
+"""The one check pipeline (problem -> inputs -> run under test -> reference -> magnitudes ->
+verdict), on the CPU: the stages every command goes through, the fill that a GPU check draws
+on the device (run here on torch's CPU generator: the same code), and how a plan is judged."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from convcheck import fill
+from convcheck.backends import numpy_ref, torch_conv
+from convcheck.check import bound_for_plan, run_check
+from convcheck.errors import BadInput
+from convcheck.problem import parse_descriptor
+
+from .conftest import run_cli
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16"])
+def test_the_device_fill_is_exact_at_depth(direction, dtype):
+    """What a GPU check draws (torch generator, torch ops) keeps the exact fill's promise:
+    an fp32 convolution in any order gives the float64 answer bit for bit, at depth."""
+    p = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", dtype=dtype).with_(direction=direction)
+    drawn = fill._exact(p, fill._DeviceBits(7, "cpu"), 7)
+    assert all(isinstance(t, torch.Tensor) for t in (drawn.x, drawn.w))
+    inputs = fill.ConvInputs(**{**drawn.__dict__, **{k: None if v is None else v.numpy()
+                                                     for k, v in drawn.__dict__.items() if isinstance(v, torch.Tensor)}})
+    thinned = inputs.dy if direction == "dgrad" else inputs.x
+    if dtype in ("fp32", "tf32"):
+        units = thinned[thinned != 0] * 2.0 ** fill.PRECISE_BITS[dtype]
+        assert np.all(units == np.round(units)) and np.all(units % 2 == 1)  # odd multiples of the unit
+        assert set(np.unique(inputs.w)) <= {-2.0, -1.0, 1.0, 2.0}
+    ref = numpy_ref.compute(p, inputs)
+    ours, _ = torch_conv.run(p.with_(dtype="fp32") if dtype == "tf32" else p, inputs, "cpu")
+    assert np.array_equal(ours.double().numpy(), ref)
+
+
+def test_the_device_fill_draws_uniform_values_of_the_storage_type():
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", dtype="bf16")
+    source = fill._DeviceBits(3, "cpu")
+    x = source.uniform(p.x_shape, "bf16")
+    assert x.dtype == torch.float32 and float(x.abs().max()) <= 1.0 and float(x.abs().min()) >= 0.0
+    assert torch.equal(x, x.to(torch.bfloat16).float())  # representable: every implementation reads the same
+    again = fill._DeviceBits(3, "cpu").uniform(p.x_shape, "bf16")
+    assert torch.equal(x, again)  # the seed reproduces it
+
+
+def test_inputs_drawn_on_a_device_come_to_the_host_as_the_same_bits():
+    x, w = torch.rand(2, 3, 5, 5), torch.rand(4, 3, 3, 3)
+    on_gpu = fill.ConvInputs(x=x, w=w, seed=1, kind="random", device="cuda")  # (CPU tensors, labelled as a GPU's)
+    host = on_gpu.host()
+    assert host.device == "cpu" and isinstance(host.x, np.ndarray) and np.array_equal(host.x, x.numpy())
+    plain = fill.make_inputs(parse_descriptor("mb2ic3ih5oc4oh5kh3ph1"), 1)
+    assert plain.host() is plain and plain.device == "cpu"
+
+
+def test_every_stage_is_timed_and_the_record_says_where_the_inputs_were_drawn():
+    r = run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), backend="torch", device="cpu", seed=4)
+    rec = r.record()
+    assert rec["status"] == "passed" and rec["fill_device"] == "cpu" and rec["bound"] == "exact"
+    assert set(rec["time_stages_s"]) == {"fill", "under_test", "reference", "magnitudes", "compare"}
+    assert rec["comparison"]["bound"] == "exact" and "max_abs_diff" not in rec["comparison"]  # said once, flat
+
+
+@pytest.mark.parametrize("notes,bound,expect", [
+    ([], "exact", ("fp32", "exact", False)),
+    (["TENSOR_CORE"], "exact", ("tf32", "elementwise", False)),
+    (["WINOGRAD"], "exact", ("fp32", "elementwise", False)),
+    (["FFT", "DOWN_CONVERT_INPUTS"], "elementwise", ("tf32", "elementwise", False)),
+    (["REDUCED_PRECISION_REDUCTION"], "elementwise", ("fp32", "elementwise", True)),
+])
+def test_a_plan_is_judged_by_the_bound_its_notes_call_for(notes, bound, expect):
+    """One rule for a check's chosen plan and for every plan of ``engines``."""
+    judged, name, reduced, judged_as, why = bound_for_plan(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound, notes)
+    assert (judged.dtype, name, reduced) == expect
+    assert judged_as.startswith(judged.dtype) and (bool(why) == (name != bound))
+
+
+def test_a_core_error_names_its_setting_and_the_cli_shows_the_flag(tmp_path):
+    with pytest.raises(BadInput) as e:
+        run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), device="tpu")
+    assert e.value.option == "device" and "--" not in str(e.value)  # a library user has no flags
+    out = tmp_path / "s.jsonl"
+    out.write_text(json.dumps({"problem": "mb2ic16ih14oc8oh14kh3ph1", "status": "passed"}) + "\n")
+    done = run_cli("rerun", str(out), "--index", "5")
+    assert done.returncode == 2 and "convcheck: error: --index: no record 5" in done.stderr, done.stderr
