@@ -216,17 +216,17 @@ def _exact_summary(a, b):
     bn = b.detach().reshape(-1).numpy() if b.dtype == torch.float64 else None
     if an is None or bn is None or an.size != bn.size or an.size == 0:
         return None
-    lo, hi, nonzero = math.inf, -math.inf, 0
+    lo, hi, zeros = math.inf, -math.inf, 0
     for i in range(0, an.size, EXACT_BLOCK):
         ab, bb = an[i:i + EXACT_BLOCK], bn[i:i + EXACT_BLOCK]
         if not np.equal(ab, bb).all():
             return None
         lo, hi = min(lo, float(ab.min())), max(hi, float(ab.max()))
-        nonzero += int(np.count_nonzero(ab))
+        zeros += int(np.count_nonzero(ab == 0))  # counting a mask's ones is several times faster than a float's nonzeros
     ref_abs_max = max(-lo, hi)
     if not math.isfinite(ref_abs_max):
         return None  # infinite references: the full pass applies the rules for them
-    return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, float(an.size - nonzero)], dtype=torch.float64)
+    return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, float(zeros)], dtype=torch.float64)
 
 
 def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at):
