@@ -299,6 +299,7 @@ def cmd_check(args) -> int:
         from .lesson_io import write_lesson
 
         ours, _, inputs = result.outputs
+        inputs = inputs.host()  # drawn on the GPU: the same bits, downloaded
         write_lesson(args.save_lesson, problem, inputs.x, inputs.w, ours.detach().float().cpu().numpy())
         print(f"lesson files written to {args.save_lesson}", file=sys.stderr)
     return _emit(result, args.json, args.evidence)

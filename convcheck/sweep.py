@@ -346,9 +346,10 @@ class PoolExecutor:
     takes the rest.
 
     On the CPU (``jobs`` without ``gpus``) the pool is started only when it can pay for
-    itself: the first problem is checked here, and the pool takes the rest only if they are
-    estimated to take more than three workers' start-ups (:data:`WORKER_START_S`);
-    a shorter sweep runs on here, as fast as a plain one (a sweep of 20 checks took 4.0 s
+    itself: problems are checked here until a worker's start-up (:data:`WORKER_START_S`) has
+    been spent on them and the ones left are estimated (from the mean so far, leaving out the
+    first check, which pays for this process's first calls) to take more than three start-ups;
+    only then does the pool take the rest. A shorter sweep runs on here, as fast as a plain one (a sweep of 20 checks took 4.0 s
     serially and 6.0 s with ``--jobs 2`` when every sweep started its workers). The problems
     checked here are not isolated from a crash in a library; their records are on disk as
     each finishes, and a resumed sweep continues after them."""
@@ -374,16 +375,21 @@ class PoolExecutor:
 
     def results(self, todo, options, stop):
         queue = list(todo)
-        if self.gpus is None and queue and worker_start_s() > 0:
-            start = time.perf_counter()
-            i, item = queue.pop(0)
-            yield i, check_item(item, options)
-            per_check = time.perf_counter() - start
-            while queue and per_check * len(queue) <= 3 * worker_start_s():
-                if stop.signum is not None:
-                    return
+        if self.gpus is None and worker_start_s() > 0:
+            spent = []  # seconds of each check made here but the first (which pays this process's first calls)
+            first = True
+            while queue and stop.signum is None:
+                start = time.perf_counter()
                 i, item = queue.pop(0)
-                yield i, check_item(item, options)
+                records = check_item(item, options)
+                if not first:
+                    spent.append(time.perf_counter() - start)
+                first = False
+                yield i, records
+                # Workers start once a start-up's worth of checks has been seen here (one problem
+                # says little about a varied list) and the rest looks worth three start-ups.
+                if sum(spent) >= worker_start_s() and sum(spent) / len(spent) * len(queue) > 3 * worker_start_s():
+                    break
         if queue and stop.signum is None:
             yield from self._pooled(queue, options, stop)
 
