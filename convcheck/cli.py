@@ -398,7 +398,16 @@ def cmd_rerun(args) -> int:
     from .records import pick_record, read_records
     from .rerun import rerun, reproduced
 
-    rec = pick_record(read_records(args.file), args.index, args.name)
+    notices: list = []  # a torn last line is said once, inside the error if there is one
+    records = read_records(args.file, notices)
+    try:
+        rec = pick_record(records, args.index, args.name)
+    except BadInput as e:
+        if notices:
+            raise BadInput(f"{e} ({notices[0].removeprefix('convcheck: ')})", option=e.option) from None
+        raise
+    for notice in notices:
+        print(notice, file=sys.stderr)
     result = rerun(rec)
     if rec.get("engine"):
         from .engines import format_table

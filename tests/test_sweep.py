@@ -187,7 +187,7 @@ def test_a_short_sweep_with_jobs_runs_here_and_a_long_one_starts_workers(monkeyp
 
     calls = []
     monkeypatch.setattr(sweep, "check_item", lambda item, options: (calls.append(item), time.sleep(item))[1] or [item])
-    monkeypatch.setattr(sweep.PoolExecutor, "_pooled", lambda self, queue, options, stop: iter([(i, ["pooled"]) for i, _ in queue]))
+    monkeypatch.setattr(sweep.PoolExecutor, "_pooled", lambda self, queue, options, stop, **kw: iter([(i, ["pooled"]) for i, _ in queue]))
     stop = SimpleNamespace(signum=None)
     monkeypatch.setenv("CONVCHECK_WORKER_START_S", "0.05")
     short = list(sweep.PoolExecutor(2).results([(i, 0.01) for i in range(5)], None, stop))  # ~0.04 s left: here
@@ -199,6 +199,35 @@ def test_a_short_sweep_with_jobs_runs_here_and_a_long_one_starts_workers(monkeyp
     monkeypatch.setenv("CONVCHECK_WORKER_START_S", "0")
     calls.clear()
     assert [r for _, r in sweep.PoolExecutor(2).results([(0, 0.01)], None, stop)] == [["pooled"]] and not calls
+
+
+def test_this_process_keeps_checking_while_the_workers_start(monkeypatch):
+    """Workers that take a while to start (here: threads that sleep 0.3 s first) cost no time:
+    this process checks problems until the first worker answers, then leaves the rest to them."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from convcheck import sweep
+
+    where = {}
+    main = threading.get_ident()
+
+    def check(item, options):
+        time.sleep(0.02)
+        where[item] = "here" if threading.get_ident() == main else "worker"
+        return [item]
+
+    monkeypatch.setattr(sweep, "check_item", check)
+    monkeypatch.setattr(sweep.PoolExecutor, "_pool", lambda self: ThreadPoolExecutor(2, initializer=time.sleep, initargs=(0.3,)))
+    stop = SimpleNamespace(signum=None)
+    out = list(sweep.PoolExecutor(2)._pooled([(i, i) for i in range(60)], None, stop, help_while_starting=True))
+    assert sorted(i for i, _ in out) == list(range(60))  # every problem once
+    here = [k for k, v in where.items() if v == "here"]
+    assert 5 <= len(here) < 60 and "worker" in where.values()
+    where.clear()
+    list(sweep.PoolExecutor(2)._pooled([(i, i) for i in range(10)], None, stop))  # isolation asked: workers only
+    assert set(where.values()) == {"worker"}
 
 
 def test_gpus_gives_each_worker_its_own_device(tmp_path):

@@ -267,3 +267,12 @@ def test_a_record_of_given_data_is_not_rerun_as_something_else(tmp_path):
     done = run_cli("rerun", str(out), "--index", "0")
     _one_line_exit_2(done)
     assert "given data" in done.stderr
+
+
+def test_rerun_of_a_file_whose_only_line_is_torn_is_one_line(tmp_path):
+    """Found by the property test above: the torn-line notice and the error were two lines."""
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text('{"problem": "mb2ic16ih14oc8oh14kh3ph1", "sta')
+    done = run_cli("rerun", str(torn), "--index", "0")
+    _one_line_exit_2(done)
+    assert "holds no records" in done.stderr and "torn last line" in done.stderr
