@@ -191,7 +191,8 @@ def test_engines_lists_checks_and_times_every_plan():
                                                       for r in built if r.status != "passed"]
     assert all(r.backend_info["median_ms"] > 0 and r.backend_info["bitwise_identical"] is not None for r in built)
     assert all(not r.backend_info["redzone"] for r in built)
-    assert all(r.fill_device == "cuda" and r.backend_info["graph_reused"] for r in built[1:])  # one graph, every plan
+    assert all(r.fill_device == "cuda" for r in built)  # inputs drawn on the GPU
+    assert len({r.backend_info["graph_build_s"] for r in built}) == 1  # one graph built, every plan run on it
     # on Ampere and newer some fp32 plans are TF32 engines: listed, and judged as TF32
     tf32 = [r for r in built if r.judged_as.startswith("tf32")]
     assert tf32 and all({"TENSOR_CORE", "DOWN_CONVERT_INPUTS"} & set(r.backend_info["numerical_notes"]) for r in tf32)
