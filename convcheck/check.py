@@ -106,12 +106,40 @@ def device_scope(plan: Plan):
         yield
 
 
-def _sync_if_cuda(plan: Plan) -> None:
-    """Make the phase timings honest on a GPU (kernels are asynchronous)."""
-    if "cuda" in (plan.backend_device, plan.reference_device):
-        import torch
+class StageClock:
+    """The time of each stage of a check. On the host, the wall clock. On a GPU, CUDA events on
+    the check's stream: marking a stage does not wait for the GPU, so the host enqueues the next
+    stage while the GPU runs the last (synchronising after every stage would put the host's
+    launch latency between all of them), and the times are read once the verdict has come
+    back (which waited for everything before it). A stage's time is then its span on the
+    stream's timeline, including any wait for the host to enqueue it."""
 
-        torch.cuda.current_stream().synchronize()
+    def __init__(self, plan: Plan):
+        self.cuda = "cuda" in (plan.backend_device, plan.reference_device)
+        self.marks: list = []
+        self.mark("start")
+
+    def mark(self, stage: str) -> None:
+        """The end of ``stage`` (and the start of the next)."""
+        if self.cuda:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append((stage, event))
+        else:
+            self.marks.append((stage, time.perf_counter()))
+
+    def stages(self) -> dict:
+        """{stage: seconds}, in order."""
+        out = {}
+        for (_, a), (stage, b) in zip(self.marks, self.marks[1:]):
+            if self.cuda:
+                b.synchronize()
+                out[stage] = float(a.elapsed_time(b)) / 1e3
+            else:
+                out[stage] = b - a
+        return out
 
 
 #: Comparison fields a record carries flat (max_abs_diff...), so not again under "comparison".
@@ -356,31 +384,27 @@ def run_check(
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name)
     try:
         with device_scope(plan):
+            clock = StageClock(plan)
             if inputs is None:
                 inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else fill_device)
-            _sync_if_cuda(plan)
-            t_fill = time.perf_counter() - start
+            clock.mark("fill")
             result.seed, result.fill, result.density, result.fill_device = inputs.seed, inputs.kind, inputs.density, inputs.device
             planted = plants.apply(plant, problem, inputs)
-            t0 = time.perf_counter()
             ours, result.backend_info = run_under_test(plan, problem, inputs, planted, options)
             if planted.compute is not None:
                 result.backend_info["implementation"] = f"planted: {plant}"
-            _sync_if_cuda(plan)
-            t1 = time.perf_counter()
+            clock.mark("under_test")
             ref, result.reference_info = run_reference(plan, problem, inputs)
-            _sync_if_cuda(plan)
+            clock.mark("reference")
             for info in (result.backend_info, result.reference_info):
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
-            t2 = time.perf_counter()
             mags = magnitudes_for(bnd, problem, inputs, where)
-            _sync_if_cuda(plan)
-            t3 = time.perf_counter()
+            clock.mark("magnitudes")
             judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or ())
-            result.time_backend_s, result.time_reference_s = t1 - t0, t2 - t1
-            result.stages.update(fill=t_fill, under_test=t1 - t0, reference=t2 - t1, magnitudes=t3 - t2,
-                                 compare=time.perf_counter() - t3)
+            clock.mark("compare")
+            result.stages.update(clock.stages())
+            result.time_backend_s, result.time_reference_s = result.stages["under_test"], result.stages["reference"]
             if result.backend_info.get("bitwise_identical") is False:
                 result.plan.notes.append(f"results differ between the {repeat} runs of the same engine (not bitwise reproducible)")
             if result.status == "failed" and bound_name == "exact" and plan.backend == "cudnn" and not planted.compute:

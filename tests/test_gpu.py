@@ -239,6 +239,9 @@ def test_every_gpu_check_stays_on_the_device():
         assert "error" not in copies, copies
         assert copies["HtoD"] < 4096 and copies["DtoH"] < 4096, (bound, copies)
         assert result.comparison.kernel == "compiled" or bound == "exact", result.comparison.kernel
+        # stage times from CUDA events on the stream (no synchronisation between stages)
+        assert set(result.stages) == {"fill", "under_test", "reference", "magnitudes", "compare"}
+        assert 0 < sum(result.stages.values()) <= result.time_s * 1.05, (result.stages, result.time_s)
 
 
 def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
