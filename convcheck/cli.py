@@ -266,7 +266,8 @@ def cmd_engines(args) -> int:
     writable_file(args.evidence, "evidence")
     results, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
                                      engine=args.engine, repeat=args.repeat, max_memory=args.max_memory)
-    lines = [json.dumps(r.record(), default=str, sort_keys=True) for r in results]
+    shared = {k: context[k] for k in ("plan_count", "heuristics", "notes_remark", "shared_stages_s")}
+    lines = [json.dumps(r.record() | shared, default=str, sort_keys=True) for r in results]
     table = (f"# {problem}  {context['plan_count']} plans from heuristics {'+'.join(context['heuristics'])}; "
              f"{context['notes_remark']}\n" + format_table(results))
     print("\n".join(lines) if args.json else table)
