@@ -48,8 +48,46 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
     start = time.perf_counter()
     notes, remark = cudnn_graph.plan_notes(problem, heuristics)
     notes_known = not remark.startswith("numerical notes unavailable")
-    results: list[CheckResult] = []
     shared = {}  # stage times paid once for every plan
+    magnitudes = []  # computed by the first plan whose bound needs them (they depend on the inputs only)
+
+    def check_plan(index: int) -> CheckResult:
+        """One plan through the run under test and the verdict (the other stages are shared)."""
+        plan_start = time.perf_counter()
+        numerical = notes.get(index, [])
+        result = CheckResult(status="unsupported", problem=problem, plan=Plan("cudnn", "cuda", "torch", "cuda"), seed=seed,
+                             bound=bound_name, fill=inputs.kind, density=inputs.density, fill_device=inputs.device,
+                             plan_of_all=True, reference_info=ref_info)
+        result.backend_info = {"engine": prep.plan_name(index), "plan_index": index, "plan_count": prep.plan_count,
+                               "numerical_notes": list(numerical), "behavior_notes": prep.behavior_notes(index),
+                               "claims_deterministic": ("NONDETERMINISTIC" not in numerical) if notes_known else None,
+                               "built": False}
+        run = cudnn_graph.execute_plan(prep, index, runs=max(timing_runs, repeat), warmup=warmup, repeat_check=repeat > 1)
+        t_run = time.perf_counter() - plan_start
+        if not run.built:
+            result.message = run.error
+        else:
+            result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
+            judged, this_bound, reduced, result.judged_as, why = bound_for_plan(problem, bound_name, numerical)
+            bnd = make_bound(this_bound, judged, ("cudnn", "torch"), reduced_accumulation=reduced)
+            if bnd.needs_abs_conv and not magnitudes:
+                t = time.perf_counter()
+                magnitudes.append(magnitudes_for(bnd, problem, inputs, where))
+                shared["magnitudes"] = time.perf_counter() - t
+            t1 = time.perf_counter()
+            ours = cudnn_graph.result_tensor(prep)
+            judge(result, ours, ref, bnd, magnitudes[0] if bnd.needs_abs_conv else None, where, run.redzone)
+            result.message = result.message or why
+            if result.backend_info["claims_deterministic"] and run.bitwise_identical is False:
+                result.message = (result.message + "; " if result.message else "") + "claims determinism but results differ between runs"
+            if keep_outputs:
+                result.outputs = (ours.clone(), ref, inputs)
+            result.time_backend_s = sum(run.times_ms) / 1e3
+            result.stages.update(under_test=t_run, compare=time.perf_counter() - t1)
+        result.time_s = time.perf_counter() - plan_start
+        result.versions = versions()
+        return result
+
     with device_scope(plan):
         t0 = time.perf_counter()
         inputs = draw_inputs(problem, plan, seed, bound_name)
@@ -62,12 +100,8 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
         t2 = time.perf_counter()
         ref, ref_info = run_reference(plan, problem, inputs)
-        t3 = time.perf_counter()
-        shared.update(fill=t1 - t0, graph=t2 - t1, reference=t3 - t2)
-        mags = {}  # per bound kind, computed on first need
-        for i in indices:
-            results.append(_check_plan(prep, i, problem, plan, inputs, ref, ref_info, mags, notes.get(i, []), notes_known,
-                                       bound_name, seed, repeat, timing_runs, warmup, keep_outputs, where))
+        shared.update(fill=t1 - t0, graph=t2 - t1, reference=time.perf_counter() - t2)
+        results = [check_plan(i) for i in indices]
     context = {
         "problem": problem.descriptor(), "dtype": problem.dtype, "direction": problem.direction,
         "fuse": list(problem.fuse), "layout": problem.layout_name, "seed": seed, "bound": bound_name,
@@ -76,46 +110,6 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         "time_s": round(time.perf_counter() - start, 3), "versions": versions(),
     }
     return results, context
-
-
-def _check_plan(prep, index, problem, plan, inputs, ref, ref_info, mags, numerical, notes_known, bound_name, seed,
-                repeat, timing_runs, warmup, keep_outputs, where) -> CheckResult:
-    """One plan through the run under test and the verdict (the other stages are shared)."""
-    from .backends import cudnn_graph
-    from .environment import versions
-
-    start = time.perf_counter()
-    result = CheckResult(status="unsupported", problem=problem, plan=Plan("cudnn", "cuda", "torch", "cuda"), seed=seed,
-                         bound=bound_name, fill=inputs.kind, density=inputs.density, fill_device=inputs.device,
-                         plan_of_all=True, reference_info=ref_info)
-    result.backend_info = {"engine": prep.plan_name(index), "plan_index": index, "plan_count": prep.plan_count,
-                           "numerical_notes": list(numerical), "behavior_notes": prep.behavior_notes(index),
-                           "claims_deterministic": ("NONDETERMINISTIC" not in numerical) if notes_known else None,
-                           "built": False}
-    run = cudnn_graph.execute_plan(prep, index, runs=max(timing_runs, repeat), warmup=warmup, repeat_check=repeat > 1)
-    t_run = time.perf_counter() - start
-    if not run.built:
-        result.message = run.error
-    else:
-        result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True,
-                                   median_ms=run.median_ms)
-        judged, this_bound, reduced, result.judged_as, why = bound_for_plan(problem, bound_name, numerical)
-        bnd = make_bound(this_bound, judged, ("cudnn", "torch"), reduced_accumulation=reduced)
-        if bnd.needs_abs_conv and this_bound not in mags:
-            mags[this_bound] = magnitudes_for(bnd, problem, inputs, where)
-        t1 = time.perf_counter()
-        ours = cudnn_graph.result_tensor(prep)
-        judge(result, ours, ref, bnd, mags.get(this_bound), where, run.redzone)
-        result.message = result.message or why
-        if result.backend_info["claims_deterministic"] and run.bitwise_identical is False:
-            result.message = (result.message + "; " if result.message else "") + "claims determinism but results differ between runs"
-        if keep_outputs:
-            result.outputs = (ours.clone(), ref, inputs)
-        result.time_backend_s = sum(run.times_ms) / 1e3
-        result.stages.update(under_test=t_run, compare=time.perf_counter() - t1)
-    result.time_s = time.perf_counter() - start
-    result.versions = versions()
-    return result
 
 
 def format_table(results: list[CheckResult]) -> str:

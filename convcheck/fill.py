@@ -29,7 +29,7 @@ are judged by the bound valid for any data, never by one that assumes this modul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -64,8 +64,6 @@ class ConvInputs:
 
         def down(t):
             return None if t is None else t.detach().cpu().numpy()
-
-        from dataclasses import replace
 
         return replace(self, x=down(self.x), w=down(self.w), dy=down(self.dy), bias=down(self.bias), device="cpu")
 
@@ -184,7 +182,7 @@ class _DeviceBits:
         return self.torch.tensor(table, dtype=self.torch.float32, device=self.device)[index]
 
     def where(self, mask, a, zero):
-        return self.torch.where(mask, a, self.torch.zeros((), dtype=a.dtype, device=self.device))
+        return self.torch.where(mask, a, zero)
 
     def ones(self, shape):
         return self.torch.ones(tuple(shape), dtype=self.torch.float32, device=self.device)
@@ -201,8 +199,6 @@ PRECISE_BITS = {"fp32": 13, "tf32": 11}
 def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
     """Grid operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned.
     ``source`` draws the random bits on the host or on a GPU; the rules are the same."""
-    from dataclasses import replace
-
     bits = PRECISE_BITS.get(problem.dtype)
     thinned = "dy" if problem.direction == "dgrad" else "x"
     if bits is not None:
@@ -252,8 +248,6 @@ def largest_partial_sum(problem: ConvProblem, inputs: ConvInputs, thinned: str, 
     """An upper bound on conv(|x|,|w|) over every output (so on every partial sum), cheap:
     the largest |.| of the operand not thinned times the window sums of the thinned one,
     which are one convolution with a single output channel per group (fp32, inflated)."""
-    from dataclasses import replace
-
     from .magnitudes import compute as magnitudes
 
     g = problem.groups

@@ -13,6 +13,7 @@ two writes, never inside one.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -377,25 +378,27 @@ class PoolExecutor:
 
     def results(self, todo, options, stop):
         queue = list(todo)
-        if self.gpus is None and worker_start_s() > 0:
-            spent = []  # seconds of each check made here but the first (which pays this process's first calls)
-            first = True
-            while queue and stop.signum is None:
+        start_up = worker_start_s()
+        adaptive = self.gpus is None and start_up > 0
+        if adaptive:
+            spent = []  # seconds of each check made here, but the first (it pays this process's first calls)
+            for done in itertools.count():
+                if not queue or stop.signum is not None:
+                    break
                 start = time.perf_counter()
                 i, item = queue.pop(0)
                 records = check_item(item, options)
-                if not first:
+                if done:
                     spent.append(time.perf_counter() - start)
-                first = False
                 yield i, records
                 # Workers start once a start-up's worth of checks has been seen here (one problem
                 # says little about a varied list) and the rest looks worth three start-ups.
-                if sum(spent) >= worker_start_s() and sum(spent) / len(spent) * len(queue) > 3 * worker_start_s():
+                if sum(spent) >= start_up and sum(spent) / len(spent) * len(queue) > 3 * start_up:
                     break
         if queue and stop.signum is None:
             # Workers started because the sweep looked long: this process goes on checking until
             # the first of them answers, so their start-up is not time lost.
-            yield from self._pooled(queue, options, stop, help_while_starting=self.gpus is None and worker_start_s() > 0)
+            yield from self._pooled(queue, options, stop, help_while_starting=adaptive)
 
     def _pooled(self, queue, options, stop, help_while_starting: bool = False):
         from concurrent.futures import FIRST_COMPLETED, wait

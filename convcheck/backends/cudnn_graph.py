@@ -32,6 +32,7 @@ bfloat16, so bf16 buffers are uint16 bit patterns, viewed as bfloat16 in torch.
 from __future__ import annotations
 
 import statistics
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -326,8 +327,6 @@ def prepared(problem: ConvProblem, heuristics=HEURISTICS, math_filter: bool = Tr
     ``math_filter`` applies the fp32/tf32 note filters (off for ``engines``, which
     lists every plan and judges the down-converting ones as TF32)."""
     import torch
-
-    import time
 
     torch_stream = torch.cuda.current_stream()
     key = (problem, tuple(h.upper() for h in heuristics), math_filter, torch_stream.device.index, int(torch_stream.cuda_stream))

@@ -197,8 +197,6 @@ def activation(name: str | None, v: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown activation {name!r}")
 
 
-
-
 def compute(problem: ConvProblem, inputs, dtype=np.float64) -> np.ndarray:
     """The problem's result: y (fprop, with bias and activation if fused), dx or dw."""
     if problem.direction == "dgrad":
