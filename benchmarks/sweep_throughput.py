@@ -9,14 +9,18 @@ where the sweep's time went (per-stage times from the records: fill, under test,
 reference, magnitudes for the bound, compare, and the rest: records, file, progress).
 
 On a GPU the records also give the per-check overhead: the check's time over cuDNN's
-execution (CUDA events) plus torch's convolution, per problem and as a geometric mean.
-The sweeps run in one process, as a user's script running several would: the first pays
-for cuDNN's graph builds and the comparison's compilation, and says how long it took.
+execution (CUDA events) plus the reference's convolution (torch64: float64, cuDNN
+disabled), per problem and as a geometric mean, for fprop, dgrad and wgrad in fp32 and
+fprop in fp16. The sweeps run in one process, as a user's script running several would:
+the first pays for cuDNN's graph builds, and the first check's time against the same
+problem's in a later sweep says what a process's start costs a check. Last, the wall time
+of ``convcheck check`` on the lesson's problem in a fresh process, Python's start included.
 
-Usage: python benchmarks/sweep_throughput.py [--mb 8] [--direction fprop] [--dtype fp32]
-       [--repeat 3] [--jobs 1] [--batch FILE] [--match REGEX]
-Targets (issue 11): sweep time <= 1.5 x the peers on 2 CPU cores at --mb 8; on a GPU at
---mb 32, per-check overhead <= 1.3 (geometric mean).
+Usage: python benchmarks/sweep_throughput.py [--mb 8] [--configs fprop:fp32,wgrad:fp32]
+       [--repeat 3] [--jobs 1] [--batch FILE] [--match REGEX] [--no-cli]
+Targets (issues 11, 18): sweep time <= 1.5 x the peers on 2 CPU cores at --mb 8; on a GPU
+at --mb 32, per-check overhead <= 1.3 (geometric mean, fprop fp32), the first check of a
+process at most 1 s more than a later one, ``convcheck check`` at most 6 s wall.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import contextlib
 import io
 import json
 import math
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +44,7 @@ import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin befo
 import torch  # noqa: E402
 
 from _timing import median_time  # noqa: E402
-from convcheck.backends import torch_conv  # noqa: E402
+from convcheck.backends import torch64, torch_conv  # noqa: E402
 from convcheck.cli import main as convcheck_main  # noqa: E402
 from convcheck.fill import make_inputs  # noqa: E402
 from convcheck.math_mode import torch_conv_math  # noqa: E402
@@ -66,55 +71,51 @@ def sweep(args, out: Path) -> float:
 
 
 def peers(problem, device: str) -> float:
-    """torch in the checked type + torch float64 (the CPU's reference peer), on the problem's inputs."""
+    """The two convolutions any check must run, on the problem's inputs: torch in the checked type
+    (the peer of the run under test) + torch's float64 convolution with cuDNN disabled (the
+    reference's peer: on a GPU it is the reference itself, torch64; on the CPU the NumPy
+    reference computes the same float64 sums)."""
     inputs = make_inputs(problem, 0)
-
-    def put(a, dtype):
-        return None if a is None else torch.from_numpy(a).to(device=device, dtype=dtype)
-
     storage = dtypes.torch_dtype(problem.dtype)
     total = 0.0
-    kinds = (storage, torch.float64) if device == "cpu" else (storage,)
-    for dtype in kinds:
-        x, w, dy = put(inputs.x, dtype), put(inputs.w, dtype), put(inputs.dy, dtype)
+    for dtype in (storage, torch.float64):
+        x, w, dy = (None if a is None else torch.from_numpy(a).to(device=device, dtype=dtype) for a in (inputs.x, inputs.w, inputs.dy))
 
         def run():
-            with torch_conv_math(tf32=problem.dtype == "tf32"):
-                torch_conv.compute(problem, x, w, dy)
+            if dtype == torch.float64:
+                torch64.compute(problem, x, w, dy)
+            else:
+                with torch_conv_math(tf32=problem.dtype == "tf32"):
+                    torch_conv.compute(problem, x, w, dy)
             if device == "cuda":
                 torch.cuda.synchronize()
         total += median_time(run, repeat=3, warmup=1)
     return total
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", default=str(REPO / "cases" / "benchdnn" / "shapes_resnet_50"))
-    ap.add_argument("--match")
-    ap.add_argument("--mb", type=int, default=None, help="default 8 on the CPU, 32 on a GPU")
-    ap.add_argument("--direction", default="fprop", choices=("fprop", "dgrad", "wgrad"))
-    ap.add_argument("--dtype", default="fp32")
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3, help="sweeps; the fastest is reported")
-    args = ap.parse_args()
-    args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    args.mb = args.mb or (32 if args.device == "cuda" else 8)
+def geomean(values) -> float:
+    values = [v for v in values if v and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def one_configuration(args) -> dict:
+    """Sweeps of one direction and dtype; prints its table; returns its summary figures."""
     tmp = Path(tempfile.mkdtemp())
     best = None
-    first_wall = None
+    first = None
     for i in range(args.repeat):
         out = tmp / f"s{i}.jsonl"
         wall = sweep(args, out)
-        first_wall = first_wall if first_wall is not None else wall
+        first = first or (wall, out)
         if best is None or wall < best[0]:
             best = (wall, out)
     wall, out = best
     recs = [json.loads(line) for line in out.read_text().splitlines()]
-    print(f"convcheck sweep --batch {Path(args.batch).name} --mb {args.mb} --direction {args.direction} "
+    print(f"\n### convcheck sweep --batch {Path(args.batch).name} --mb {args.mb} --direction {args.direction} "
           f"--dtype {args.dtype} --jobs {args.jobs} on {args.device} ({torch.get_num_threads()} threads), "
-          f"torch {torch.__version__}; fastest of {args.repeat} sweeps in one process (the first: {first_wall:.2f} s)\n")
+          f"torch {torch.__version__}; fastest of {args.repeat} sweeps in one process (the first: {first[0]:.2f} s)\n")
     on_gpu = args.device == "cuda"
-    gpu_cols = " cuDNN ms | torch ms | check/(cuDNN+torch) | graph reused |" if on_gpu else ""
+    gpu_cols = " cuDNN ms | reference ms | check/(cuDNN+reference) | graph reused |" if on_gpu else ""
     print("| problem | bound | status | check ms | peers ms | ratio | " + " | ".join(STAGES) + " |" + gpu_cols)
     print("|---|---|---|---|---|---|" + "---|" * len(STAGES) + ("---|" * 4 if on_gpu else ""))
     total_check = total_peers = 0.0
@@ -133,21 +134,67 @@ def main() -> int:
                f"{t_check / t_peer:.2f} | " + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in STAGES) + " |")
         if on_gpu:
             info = rec.get("backend_info") or {}
-            cudnn_ms, torch_ms = info.get("execute_ms"), (rec.get("time_reference_s") or 0.0) * 1e3
-            overhead = t_check * 1e3 / (cudnn_ms + torch_ms) if cudnn_ms else float("nan")
+            cudnn_ms, ref_ms = info.get("execute_ms"), (rec.get("time_reference_s") or 0.0) * 1e3
+            overhead = t_check * 1e3 / (cudnn_ms + ref_ms) if cudnn_ms else float("nan")
             if cudnn_ms:
                 overheads.append(overhead)
-            row += f" {cudnn_ms if cudnn_ms is None else f'{cudnn_ms:.3f}'} | {torch_ms:.3f} | {overhead:.2f} | {info.get('graph_reused')} |"
+            row += f" {cudnn_ms if cudnn_ms is None else f'{cudnn_ms:.3f}'} | {ref_ms:.3f} | {overhead:.2f} | {info.get('graph_reused')} |"
         print(row)
     rest = wall - sum(stage_total.values())
     print(f"\n{len(recs)} problems: sweep wall {wall:.2f} s (checks {total_check:.2f} s), "
           f"peer convolutions {total_peers:.2f} s: ratio {wall / total_peers:.2f} (wall) / "
           f"{total_check / total_peers:.2f} (checks only); target <= 1.5 on the CPU")
     print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stage_total.items()) + f", rest (records, files) {rest:.2f} s")
+    first_recs = [json.loads(line) for line in first[1].read_text().splitlines()]
+    later = {r["problem"]: r["time_s"] for r in recs}
+    start_cost = (first_recs[0]["time_s"] - later.get(first_recs[0]["problem"], float("nan"))) if first_recs else float("nan")
+    summary = {"config": f"{args.direction} {args.dtype}", "checks": len(recs), "ratio": wall / total_peers,
+               "overhead": geomean(overheads) if on_gpu else float("nan"), "first_check_extra_s": start_cost}
     if on_gpu:
-        geo = math.exp(sum(math.log(o) for o in overheads) / len(overheads)) if overheads else float("nan")
-        print(f"GPU per-check overhead, check time / (cuDNN execute + torch conv), from the records: "
-              f"geomean {geo:.2f} over {len(overheads)} checks (target <= 1.3)")
+        print(f"GPU per-check overhead, check time / (cuDNN execute + reference conv), from the records: "
+              f"geomean {summary['overhead']:.2f} over {len(overheads)} checks (target <= 1.3 for fprop fp32)")
+    return summary
+
+
+def cli_check_wall(repeat: int = 2) -> float:
+    """Wall seconds of ``convcheck check mb2ic16ih14oc8oh14kh3ph1`` in a fresh process, Python's
+    start included (the fastest of ``repeat``)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "convcheck", "check", "mb2ic16ih14oc8oh14kh3ph1"], cwd=REPO,
+                       capture_output=True, check=False)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", default=str(REPO / "cases" / "benchdnn" / "shapes_resnet_50"))
+    ap.add_argument("--match")
+    ap.add_argument("--mb", type=int, default=None, help="default 8 on the CPU, 32 on a GPU")
+    ap.add_argument("--configs", default=None, metavar="DIR:DTYPE,...",
+                    help="directions and dtypes to sweep (default fprop:fp32 on the CPU; "
+                         "fprop:fp32,dgrad:fp32,wgrad:fp32,fprop:fp16 on a GPU)")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3, help="sweeps per configuration; the fastest is reported")
+    ap.add_argument("--no-cli", action="store_true", help="skip timing 'convcheck check' in a fresh process")
+    args = ap.parse_args()
+    args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.mb = args.mb or (32 if args.device == "cuda" else 8)
+    configs = args.configs or ("fprop:fp32,dgrad:fp32,wgrad:fp32,fprop:fp16" if args.device == "cuda" else "fprop:fp32")
+    summaries = []
+    for config in configs.split(","):
+        args.direction, args.dtype = config.split(":")
+        summaries.append(one_configuration(args))
+    print("\n| configuration | checks | sweep/peers | GPU check/(cuDNN+reference), geomean | first check of the process minus a later one (s) |")
+    print("|---|---|---|---|---|")
+    for s in summaries:
+        print(f"| {s['config']} | {s['checks']} | {s['ratio']:.2f} | {s['overhead']:.2f} | {s['first_check_extra_s']:+.3f} |")
+    print("targets: sweep/peers <= 1.5 (CPU, fprop fp32); GPU overhead <= 1.3 (fprop fp32); first check <= 1 s more than a later one")
+    if not args.no_cli:
+        print(f"\nconvcheck check mb2ic16ih14oc8oh14kh3ph1 in a fresh process (Python's start included): "
+              f"{cli_check_wall():.2f} s wall (target <= 6 s on a GPU)")
     return 0
 
 

@@ -70,23 +70,16 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
 
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None) -> None:
-    import torch
-
-    from .backends import torch_conv
-    from .math_mode import torch_conv_math
+    from .backends import torch64
 
     actual = to_torch(actual)
     device = str(actual.device) if actual.device.type == "cpu" else "cuda"
 
-    def f64(a):
-        return None if a is None else to_torch(a).detach().to(device=device, dtype=torch.float64)
-
-    x64, w64, dy64, b64 = f64(x), f64(w), f64(dy), f64(bias)
+    x64, w64, dy64, b64 = (torch64.as_float64(a, device) for a in (x, w, dy, bias))
     if tuple(actual.shape) != tuple(problem.result_shape):
         raise AssertionError(_prefix(msg) + f"shape mismatch: actual {tuple(actual.shape)}, the convolution gives "
                              f"{tuple(problem.result_shape)} ({problem.descriptor()})")
-    with torch_conv_math(tf32=False):
-        ref, _ = torch_conv.compute(problem, x64, w64, dy64, b64)
+    ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64, cuDNN disabled: never the code it judges
     given = ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64)
     bound = make_bound("elementwise", problem, ("yours", "reference"), data="given")
     mags = magnitudes(problem, given, device)

@@ -48,8 +48,10 @@ def _cuda_usable() -> bool:
 
 
 def resolve(backend: str = "auto", reference: str | None = None, device: str | None = None) -> Plan:
-    """Decide backend/reference/devices. ``auto`` is the lesson (cuDNN vs torch on the
-    GPU) where a usable GPU exists, else torch on the CPU vs the NumPy reference."""
+    """Decide backend/reference/devices. ``auto`` is cuDNN on the GPU against torch's float64
+    convolution with cuDNN disabled (``torch64``: a reference that is not the library under
+    test) where a usable GPU exists, else torch on the CPU vs the NumPy reference. The lesson's
+    literal comparison, torch's own convolution in the checked type, is ``reference="torch"``."""
     if device not in (None, "cpu", "cuda"):
         raise BadInput(f"the device must be cpu or cuda, got {device!r}", option="device")
     notes = []
@@ -72,7 +74,7 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
             raise BadInput("the cudnn backend runs on the GPU; the cpu device applies only to torch", option="device")
         device = "cuda"
     elif backends.host_only(backend):
-        device = device or ("cuda" if reference == "torch" and _cuda_usable() else "cpu")
+        device = device or ("cuda" if not backends.host_only(reference) and _cuda_usable() else "cpu")
     else:
         device = device or ("cuda" if _cuda_usable() else "cpu")
     backend_device = "cpu" if backends.host_only(backend) else device
@@ -292,8 +294,8 @@ def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str):
 def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=()) -> None:
     """Stage 5: the comparison and the one verdict rule (redzones, shape, bound), then the
     exact bound's mistrust of a reference that is mostly zeros. On a GPU the comparison is
-    one compiled pass and one transfer of the verdict."""
-    result.comparison = compare(ours, ref, bnd, mags, compiled=device == "cuda")
+    a few eager whole-tensor reductions and one transfer of the verdict."""
+    result.comparison = compare(ours, ref, bnd, mags)
     result.judging = bnd
     result.status, result.message = status_of(result.comparison, redzone)
     if result.status == "passed" and bnd.name == "exact" and result.comparison.ref_zero_fraction > MISTRUST_ZERO_FRACTION:
@@ -322,6 +324,31 @@ def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes) -> tu
     if reduced:
         judged_as += " with reduced-precision accumulation (engine note)"
     return judged, bound_name, reduced, judged_as, why
+
+
+def shared_implementation(plan: Plan) -> str | None:
+    """Why under test and reference are one implementation, or None: cuDNN's graph checked
+    against torch's convolution on the GPU with torch's cuDNN enabled, while this process maps
+    a single libcudnn file (so both ran its kernels, and agreeing bit for bit proves little)."""
+    if plan.backend != "cudnn" or plan.reference != "torch" or plan.reference_device == "cpu":
+        return None
+    import torch
+
+    from .environment import loaded_libcudnn
+
+    if not (torch.backends.cudnn.enabled and torch.backends.cudnn.is_available()):
+        return None
+    files = loaded_libcudnn()
+    if len(files) != 1:
+        return None
+    return (f"under test and reference share one implementation: the cuDNN graph and torch's convolution both ran "
+            f"{files[0]}; an agreement proves little (the reference torch64, cuDNN disabled, is independent)")
+
+
+def _note_shared_implementation(plan: Plan) -> None:
+    note = shared_implementation(plan)
+    if note and note not in plan.notes:
+        plan.notes.append(note)
 
 
 def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs, bound_name: str) -> None:
@@ -396,6 +423,7 @@ def run_check(
             clock.mark("under_test")
             ref, result.reference_info = run_reference(plan, problem, inputs)
             clock.mark("reference")
+            _note_shared_implementation(plan)
             for info in (result.backend_info, result.reference_info):
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
@@ -443,24 +471,36 @@ def _rejudge_inexact_plan(result: CheckResult, ours, ref, inputs: ConvInputs, he
     result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {why}")
 
 
+#: What recomputes a stored output: the seed's own rule recomputes it as the lesson did (torch's
+#: convolution in fp32, TF32 off); every other bound against torch's float64 convolution with
+#: cuDNN disabled (the stored output came from cuDNN: the reference should not be cuDNN again).
+STORED_REFERENCE = {"lesson": "torch"}
+STORED_REFERENCES = ("torch64", "torch")
+
+
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,
-                        bound: str | None = None) -> CheckResult:
+                        bound: str | None = None, reference: str | None = None) -> CheckResult:
     """The lesson's half: stored inputs and output, recomputed with torch.
 
     The stored data are the caller's (given data), so the default verdict is the
     elementwise bound in its any-data form (worst case, any summation order);
-    ``bound="lesson"`` applies the seed's rule exactly instead."""
+    ``bound="lesson"`` applies the seed's rule exactly instead. ``reference``: ``torch64``
+    (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
+    default under the lesson's rule)."""
     from .environment import versions
     from .fill import ConvInputs
 
     if device is None:
         device = "cuda" if _cuda_usable() else "cpu"
     bound_name = resolve_bound(bound, problem, "given")
-    plan = Plan(backend="stored", backend_device="cpu", reference="torch", reference_device=device)
-    backends.require("torch", device)
+    reference = reference or STORED_REFERENCE.get(bound_name, "torch64")
+    if reference not in STORED_REFERENCES:
+        raise BadInput(f"a stored output is recomputed by {' or '.join(STORED_REFERENCES)}, not {reference!r}", option="reference")
+    plan = Plan(backend="stored", backend_device="cpu", reference=reference, reference_device=device)
+    backends.require(reference, device)
     inputs = ConvInputs(x=x, w=w, seed=-1, kind="given")
     result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given")
-    bnd = make_bound(bound_name, problem, ("stored", "torch"), data="given")
+    bnd = make_bound(bound_name, problem, ("stored", reference), data="given")
     start = time.perf_counter()
     with device_scope(plan):
         ref, result.reference_info = run_reference(plan, problem, inputs)

@@ -14,6 +14,8 @@ from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError, writable_file
 from .backends import NAMES as BACKEND_NAMES
 from .bound import BOUNDS
+from .check import STORED_REFERENCES
+from .engines import ENGINE_REFERENCES
 from .plant import BUGS
 from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
 
@@ -118,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", choices=("auto", *BACKEND_NAMES), default="auto",
                    help="implementation under test; auto = cudnn on a usable GPU, else torch on the CPU")
     c.add_argument("--reference", choices=BACKEND_NAMES,
-                   help="what it is compared with (default: torch for cudnn, numpy for torch)")
+                   help="what it is compared with (default: torch64 for cudnn, i.e. torch's float64 convolution with cuDNN "
+                        "disabled; numpy for torch; torch = torch's own convolution in the checked type, as the lesson)")
     c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
     c.add_argument("--seed", type=_at_least(0), default=0, help="seed of the random inputs (recorded)")
     c.add_argument("--bound", choices=BOUNDS, default="auto",
@@ -137,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     l.add_argument("--device", choices=("cpu", "cuda"), help="where torch recomputes (default: cuda if usable)")
     l.add_argument("--bound", choices=("elementwise", "lesson"), default="elementwise",
                    help="elementwise (default): the worst-case bound valid for any data; lesson: the seed's rule exactly")
+    l.add_argument("--reference", choices=STORED_REFERENCES,
+                   help="torch64 (default; float64, cuDNN disabled) or torch (the lesson's fp32 convolution; default with --bound lesson)")
     l.add_argument("--json", action="store_true")
     l.add_argument("--evidence", metavar="FILE")
 
@@ -144,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     _problem_args(n)
     n.add_argument("--seed", type=_at_least(0), default=0)
     n.add_argument("--bound", choices=BOUNDS, default="auto")
+    n.add_argument("--reference", choices=ENGINE_REFERENCES,
+                   help="torch64 (default): torch's float64 convolution, cuDNN disabled; torch: torch's own (cuDNN) convolution, as the lesson")
     n.add_argument("--json", action="store_true", help="one JSON record per engine")
     n.add_argument("--evidence", metavar="FILE", help="write the table and the records to FILE")
     _engine_args(n)
@@ -175,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     r.add_argument("file", help="a sweep's JSON-lines file")
     which = r.add_mutually_exclusive_group(required=True)
-    which.add_argument("--index", type=_at_least(0), help="0-based record number")
+    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
     which.add_argument("--name", help="the first record whose problem contains this text")
     r.add_argument("--json", action="store_true")
 
@@ -265,7 +272,8 @@ def cmd_engines(args) -> int:
     problem = _parse_problem(args)
     writable_file(args.evidence, "evidence")
     results, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
-                                     engine=args.engine, repeat=args.repeat, max_memory=args.max_memory)
+                                     engine=args.engine, repeat=args.repeat, max_memory=args.max_memory,
+                                     reference=args.reference)
     shared = {k: context[k] for k in ("plan_count", "heuristics", "notes_remark", "shared_stages_s")}
     lines = [json.dumps(r.record() | shared, default=str, sort_keys=True) for r in results]
     table = (f"# {problem}  {context['plan_count']} plans from heuristics {'+'.join(context['heuristics'])}; "
@@ -312,7 +320,8 @@ def cmd_lesson(args) -> int:
 
     writable_file(args.evidence, "evidence")
     files = read_lesson(args.directory)
-    result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound)
+    result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound,
+                                 reference=args.reference)
     return _emit(result, args.json, args.evidence)
 
 

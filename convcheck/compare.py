@@ -15,7 +15,6 @@ Rules the verdict follows:
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,7 +70,7 @@ class Comparison:
     shape_error: str = ""
     ref_zero_fraction: float = 0.0
     bound_params: dict = field(default_factory=dict)
-    kernel: str = "eager"  # how the verdict's pass ran: "eager", "compiled", or why compiling failed
+    kernel: str = "eager"  # how the verdict's passes ran: "eager" (whole tensors), in host chunks, or equality only
 
     @property
     def first_mismatch(self) -> Mismatch | None:
@@ -119,7 +118,7 @@ def _elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, ref_
     (a64, b64, allowed, inside, effective |diff|, max|ref| as a 0-d tensor).
 
     Pure tensor code with the bound given as its formula (``apply``, ``structure``) and its
-    numbers (``terms``, floats or a tensor), so ``torch.compile`` can fuse the whole pass.
+    numbers (``terms``), run eagerly: no compiler, nothing to warm up, the same code on every device.
     ``overflow_at``: the |value| from which the output type rounds to infinity; a true
     value beyond it (by more than the allowed error) expects infinity of its sign, one
     within the allowed error of it may be either."""
@@ -156,7 +155,8 @@ _OUTSIDE, _WORST, _MAX_DIFF, _MAX_RATIO, _REF_MAX, _ZEROS = range(6)
 
 def _reduce(a64, b64, allowed, inside, effective, ref_abs_max):
     """Every scalar of the verdict, stacked in one float64 vector (one transfer, one sync).
-    Counts and the flat index are exact in float64 below 2^53 elements."""
+    Counts and the flat index are exact in float64 below 2^53 elements. Each is one reduction
+    over the flattened tensor (``sum``, ``argmax``, ``amax``): torch splits it over every block."""
     import torch
 
     flat = effective.reshape(-1)
@@ -229,44 +229,43 @@ def _exact_summary(a, b):
     return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, float(zeros)], dtype=torch.float64)
 
 
+def _exact_summary_eager(a, b):
+    """The exact bound's scalars off the host (a GPU): plain eager torch, three whole-tensor
+    reductions (each one kernel over the output at memory speed; a float32 answer is compared
+    with a float64 reference inside the kernel, no float64 copy) and one transfer. As
+    :func:`_exact_summary`: None when an element differs (NaN differs from itself) or the
+    answer is not finite, and the full pass then says where."""
+    import torch
+
+    if not (a.is_floating_point() and b.is_floating_point()) or a.numel() != b.numel() or a.numel() == 0:
+        return None
+    differ, ref_abs_max, zeros = torch.stack([
+        (a != b).sum().to(torch.float64), a.abs().amax().to(torch.float64), (a == 0).sum().to(torch.float64),
+    ]).tolist()
+    if differ or not math.isfinite(ref_abs_max):
+        return None
+    return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, zeros], dtype=torch.float64)
+
+
 def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at):
+    """Every scalar of the verdict in whole-tensor eager passes (a GPU's reductions span every
+    block of the device; on the CPU, :func:`_chunked_summary` keeps large outputs in cache)."""
     return _reduce(*_elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at))
 
 
-class _Compiled:
-    """``_summary`` through ``torch.compile`` (one fused kernel on a GPU, where the eager
-    version makes some forty passes over float64 copies of the output). Built on first
-    use; if compiling fails, every later call says why and runs eagerly."""
-
-    fn = None
-    failure = ""
-
-    @classmethod
-    def summary(cls, *args):
-        import torch
-
-        if not cls.failure:
-            try:
-                if cls.fn is None:
-                    # Each kind of problem (dtypes, dimensions, bound, fusion) is one compiled
-                    # variant; dynamo's default limit of 8 would quietly fall back to eager.
-                    cfg = torch._dynamo.config
-                    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
-                    setattr(cfg, name, max(getattr(cfg, name), 64))
-                    cls.fn = torch.compile(_summary, dynamic=True)
-                return cls.fn(*args), "compiled"
-            except Exception as e:  # no compiler, no Triton, an inductor bug: the eager path is the same code
-                cls.failure = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
-        return _summary(*args), f"eager (torch.compile failed: {cls.failure})"
-
-
-@functools.lru_cache(maxsize=256)
-def _terms_tensor(terms: tuple, device: str):
-    """A bound's numbers on the comparison's device, cached: after the first check of a
-    problem, no bytes go to the device for them."""
-    import torch
-
-    return torch.tensor(terms, dtype=torch.float64, device=device)
+def summarize(a, b, bound_name: str, args: tuple, host: bool):
+    """The verdict's scalars (see ``_reduce``) and how they were computed. The exact bound first
+    tries equality alone; otherwise every element's allowed error. ``host``: on the CPU (NumPy
+    blocks for the exact bound, cache-sized chunks for a large output), else whole-tensor eager
+    torch (a GPU). Both give the same numbers (tests/test_compare.py runs both on the CPU)."""
+    stats = None
+    if bound_name == "exact":
+        stats = _exact_summary(a, b) if host else _exact_summary_eager(a, b)
+    if stats is not None:
+        return stats, "eager (exact: equality only)"
+    if host and b.numel() > CHUNK:
+        return _chunked_summary(a, b, *args), f"eager (chunks of {CHUNK})"
+    return _summary(a, b, *args), "eager"
 
 
 def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndarray:
@@ -276,7 +275,7 @@ def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndar
     return _ratio(effective, allowed).cpu().numpy()
 
 
-def _bound_args(bound, magnitudes, device, as_tensor: bool = False) -> tuple:
+def _bound_args(bound, magnitudes, device) -> tuple:
     """(formula, structure, numbers, A, S2, overflow threshold) for ``_elementwise``.
 
     ``magnitudes``: a :class:`~convcheck.magnitudes.Magnitudes`, or A alone (an array of any
@@ -295,18 +294,16 @@ def _bound_args(bound, magnitudes, device, as_tensor: bool = False) -> tuple:
             s2 = to_torch(s2).to(device=device, dtype=torch.float64)
         elif isinstance(structure, tuple) and structure[1]:
             structure = (structure[0], False)
-    terms = _terms_tensor(bound.terms(), str(device)) if as_tensor else bound.terms()
-    return bound.apply, structure, terms, a, s2, float(getattr(bound, "overflow_at", float("inf")))
+    return bound.apply, structure, bound.terms(), a, s2, float(getattr(bound, "overflow_at", float("inf")))
 
 
-def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = False) -> Comparison:
+def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
     """Judge ``ours`` against ``ref`` with ``bound`` (see :mod:`convcheck.bound`).
 
     ``abs_conv`` is the magnitudes the bound is built from (a
     :class:`~convcheck.magnitudes.Magnitudes`, or conv(|x|, |w|) alone, any library), needed by bounds whose ``needs_abs_conv`` is true;
-    it is moved to the comparison's device.
-    ``compiled`` runs the verdict's pass through ``torch.compile`` (worth it where the same
-    kind of problem is checked many times, as on the GPU path; the first call compiles)."""
+    it is moved to the comparison's device. Every pass is eager torch (NumPy for the exact
+    bound on the host): nothing is compiled, so the first check of a process costs what a later one does."""
     import torch
 
     a, b = _aligned(ours, ref)
@@ -323,28 +320,15 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None, compiled: bool = F
         return Comparison(passed=True, total=0, outside=0, max_abs_diff=0.0, worst_index=(), max_ratio=0.0,
                           rtol=summary.get("rtol"), atol=summary.get("atol"), ref_abs_max=0.0,
                           bound=bound.name, derivation=bound.derivation(), device=device, bound_params=summary)
-    per = None
-    args = _bound_args(bound, abs_conv, b.device, as_tensor=compiled)
-    on_cpu = b.device.type == "cpu"
-    stats = _exact_summary(a, b) if bound.name == "exact" and on_cpu else None
-    if stats is not None:
-        kernel = "eager (exact: equality only)"
-    elif compiled:
-        stats, kernel = _Compiled.summary(a, b, *args)
-    elif on_cpu and b.numel() > CHUNK:
-        stats, kernel = _chunked_summary(a, b, *args), f"eager (chunks of {CHUNK})"
-    else:
-        per = _elementwise(a, b, *args)
-        stats, kernel = _reduce(*per), "eager"
+    args = _bound_args(bound, abs_conv, b.device)
+    stats, kernel = summarize(a, b, bound.name, args, host=b.device.type == "cpu")
     vals = stats.tolist()  # the one device->host transfer of the verdict
     outside, flat_worst, ref_abs_max = int(vals[_OUTSIDE]), int(vals[_WORST]), float(vals[_REF_MAX])
     summary = bound.summary(ref_abs_max)
 
     mismatches: list[Mismatch] = []
-    if outside:
-        if per is None:  # rare: a failure; its indices come from the eager pass (the same code)
-            per = _elementwise(a, b, *_bound_args(bound, abs_conv, b.device))
-        a64, b64, _, inside, _, _ = per
+    if outside:  # rare: a failure; its indices come from the elementwise pass (the same code)
+        a64, b64, _, inside, _, _ = _elementwise(a, b, *args)
         flat_bad = torch.nonzero(~inside.reshape(-1)).reshape(-1)[:MAX_REPORTED_MISMATCHES]
         ours_vals = a64.reshape(-1)[flat_bad].tolist()
         ref_vals = b64.reshape(-1)[flat_bad].tolist()

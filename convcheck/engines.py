@@ -8,7 +8,7 @@ magnitudes computed once, the graph built once (no math filter: for fp32 the TF3
 engines are listed too), and for each plan its execution and its verdict, a
 :class:`~convcheck.check.CheckResult` like any check's. Per plan: its name,
 behaviour and numerical notes, whether it builds, its workspace, its verdict
-against torch under the bound that fits *that engine* (:func:`~convcheck.check.bound_for_plan`:
+against the reference (torch's float64 convolution, cuDNN disabled) under the bound that fits *that engine* (:func:`~convcheck.check.bound_for_plan`:
 an engine that down-converts fp32 inputs is judged as TF32, and says so, never
 hidden; Winograd/FFT engines are not exact), error/bound, redzones, bitwise
 reproducibility over repeated runs (and whether the engine claimed to be
@@ -23,27 +23,39 @@ import time
 from . import backends
 from .bound import make_bound, resolve as resolve_bound
 from .check import (CheckResult, Plan, bound_for_plan, compare_device, device_scope, draw_inputs, judge,
-                    magnitudes_for, run_reference)
+                    magnitudes_for, run_reference, shared_implementation)
 from .errors import Unsupported
 from .problem import ConvProblem
 
 
+#: What every plan is judged against: torch's float64 convolution with cuDNN disabled by default,
+#: or (asked for by name) torch's own convolution in the checked type, as the lesson did.
+ENGINE_REFERENCES = ("torch64", "torch")
+
+
 def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None, heuristics=None,
                   engine=None, repeat: int = 3, timing_runs: int = 5, warmup: int = 2,
-                  keep_outputs: bool = False, max_memory: int | None = None) -> tuple[list[CheckResult], dict]:
+                  keep_outputs: bool = False, max_memory: int | None = None,
+                  reference: str | None = None) -> tuple[list[CheckResult], dict]:
     """Check every plan (or the one named by ``engine``). Returns (one result per plan, context).
 
-    ``keep_outputs`` keeps in each result's ``outputs`` (its output, the reference, the inputs)."""
+    ``keep_outputs`` keeps in each result's ``outputs`` (its output, the reference, the inputs).
+    ``reference``: one of ``ENGINE_REFERENCES`` (default: the cudnn backend's own, torch64)."""
     from .backends import cudnn_graph
     from .environment import versions
+    from .errors import BadInput
     from .memory import require_fits
 
+    reference = reference or cudnn_graph.default_reference
+    if reference not in ENGINE_REFERENCES:
+        raise BadInput(f"every cuDNN plan is checked against {' or '.join(ENGINE_REFERENCES)} on the GPU, "
+                       f"not {reference!r}", option="reference")
     backends.require("cudnn", "cuda")
-    backends.require("torch", "cuda")
+    backends.require(reference, "cuda")
     require_fits(problem, ("cuda",), max_memory)
     bound_name = resolve_bound(bound, problem)
     heuristics = tuple(heuristics or cudnn_graph.HEURISTICS)
-    plan = Plan("cudnn", "cuda", "torch", "cuda")
+    plan = Plan("cudnn", "cuda", reference, "cuda")
     where = compare_device(plan)
     start = time.perf_counter()
     notes, remark = cudnn_graph.plan_notes(problem, heuristics)
@@ -55,7 +67,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         """One plan through the run under test and the verdict (the other stages are shared)."""
         plan_start = time.perf_counter()
         numerical = notes.get(index, [])
-        result = CheckResult(status="unsupported", problem=problem, plan=Plan("cudnn", "cuda", "torch", "cuda"), seed=seed,
+        result = CheckResult(status="unsupported", problem=problem, plan=Plan("cudnn", "cuda", reference, "cuda", list(plan.notes)), seed=seed,
                              bound=bound_name, fill=inputs.kind, density=inputs.density, fill_device=inputs.device,
                              plan_of_all=True, reference_info=ref_info)
         result.backend_info = {"engine": prep.plan_name(index), "plan_index": index, "plan_count": prep.plan_count,
@@ -69,7 +81,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         else:
             result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
             judged, this_bound, reduced, result.judged_as, why = bound_for_plan(problem, bound_name, numerical)
-            bnd = make_bound(this_bound, judged, ("cudnn", "torch"), reduced_accumulation=reduced)
+            bnd = make_bound(this_bound, judged, ("cudnn", reference), reduced_accumulation=reduced)
             if bnd.needs_abs_conv and not magnitudes:
                 t = time.perf_counter()
                 magnitudes.append(magnitudes_for(bnd, problem, inputs, where))
@@ -100,12 +112,16 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
         t2 = time.perf_counter()
         ref, ref_info = run_reference(plan, problem, inputs)
+        note = shared_implementation(plan)
+        if note:
+            plan.notes.append(note)
         shared.update(fill=t1 - t0, graph=t2 - t1, reference=time.perf_counter() - t2)
         results = [check_plan(i) for i in indices]
     context = {
         "problem": problem.descriptor(), "dtype": problem.dtype, "direction": problem.direction,
         "fuse": list(problem.fuse), "layout": problem.layout_name, "seed": seed, "bound": bound_name,
         "heuristics": list(heuristics), "plan_count": prep.plan_count, "notes_remark": remark,
+        "reference": reference, "notes": list(plan.notes),
         "repeat": repeat, "timing_runs": timing_runs, "warmup": warmup, "shared_stages_s": shared,
         "time_s": round(time.perf_counter() - start, 3), "versions": versions(),
     }
@@ -146,13 +162,13 @@ def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
     from .backends import cudnn_graph
     from .compare import compare
 
-    plan = Plan("cudnn", "cuda", "torch", "cuda")
+    plan = Plan("cudnn", "cuda", cudnn_graph.default_reference, "cuda")
     with device_scope(plan):
         inputs = draw_inputs(problem, plan, seed, "elementwise")
         y, info = cudnn_graph.run(problem.with_(dtype="tf32"), inputs, "cuda")
         ref, _ = run_reference(plan, problem, inputs)
-        as_fp32_bound = make_bound("elementwise", problem, ("cudnn", "torch"))
+        as_fp32_bound = make_bound("elementwise", problem, ("cudnn", plan.reference))
         a = magnitudes_for(as_fp32_bound, problem, inputs, "cuda")
         as_fp32 = compare(y, ref, as_fp32_bound, a)
-        as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), ("cudnn", "torch")), a)
+        as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), ("cudnn", plan.reference)), a)
     return as_fp32, as_tf32, info

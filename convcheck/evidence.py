@@ -66,6 +66,17 @@ def _implementation(name: str, info: dict) -> str:
     return backends.facts(name).label if name in backends.NAMES else name
 
 
+def padding_line(p) -> str:
+    """Says that the back padding, deduced from the output size, differs from the front one
+    (a mistyped size such as kh30 for kh3 shows up here as a large back padding)."""
+    def axes(t):
+        return "x".join(str(v) for v in t)
+
+    cropped = "; a negative back padding means the last input rows are never read" if min(p.pad_post) < 0 else ""
+    return (f"padding   front {axes(p.pad_pre)}, back {axes(p.pad_post)}: the back padding was deduced so that the "
+            f"output is {axes(p.output)}, and differs from the front one{cropped}")
+
+
 def _math_lines(info: dict) -> list[str]:
     math = (info or {}).get("math") or {}
     return ["           " + ", ".join(f"{k} = {val}" for k, val in math.items())] if math else []
@@ -80,6 +91,8 @@ def report_text(result: CheckResult) -> str:
         f"{'cross-correlation' if p.mode == 'xcorr' else 'convolution'}, accumulation depth {p.accumulation_depth})",
         f"checks    {direction_text(p)}",
     ]
+    if p.pad_pre != p.pad_post:
+        lines.append(padding_line(p))
     for note in result.notes:
         lines.append(f"note      {note}")
     built = (f"CPU build (no CUDA, no cuDNN)" if v.get("torch_cuda") in (None, "None") else

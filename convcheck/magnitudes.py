@@ -14,8 +14,9 @@ rounding: a sum of n non-negative fp32 products has relative error at most
 ``gamma_n = n*u/(1-n*u)`` (u = 2^-24) in any order, so ``A <= A_fp32/(1 - gamma_n)``;
 a product that underflows loses at most 2^-126 (flush to zero), added n times. Data
 a caller gives may hold any magnitude (1e30 overflows fp32): it is summed in float64.
-On a GPU the sums stay in float64 (torch's cuDNN may pick a Winograd/FFT algorithm for
-an fp32 convolution, whose error is not bounded by gamma_n; float64 has none of those).
+On a GPU the sums stay in float64 and run with cuDNN disabled, in the kernels of the
+float64 reference (cuDNN may pick a Winograd/FFT algorithm for an fp32 convolution,
+whose error is not bounded by gamma_n; and it is the library under test).
 """
 
 from __future__ import annotations
@@ -60,11 +61,14 @@ def _tensor(a, device: str, dtype):
 
 
 def _sum_of(problem: ConvProblem, x, w, dy, device: str, dtype):
-    """conv(x, w) (or the dgrad/wgrad sum of ``dy``) on torch, TF32 pinned off."""
+    """conv(x, w) (or the dgrad/wgrad sum of ``dy``) on torch, TF32 pinned off and cuDNN off: the
+    magnitudes come from the same native kernels as the GPU's float64 reference
+    (:mod:`convcheck.backends.torch64`), never from the library under test."""
     from .backends import torch_conv
+    from .backends.torch64 import cudnn_disabled
     from .math_mode import torch_conv_math
 
-    with torch_conv_math(tf32=False):
+    with torch_conv_math(tf32=False), cudnn_disabled():
         out, _ = torch_conv.compute(replace(problem, fuse=()), _tensor(x, device, dtype), _tensor(w, device, dtype),
                                     _tensor(dy, device, dtype))
     return out

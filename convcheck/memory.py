@@ -98,6 +98,6 @@ def require_fits(problem, devices=("cpu",), max_memory: int | None = None) -> in
             limits.append((gpu, "free GPU memory"))
     for limit, what in limits:
         if need > limit:
-            raise TooLarge(f"{problem.descriptor()} needs about {human(need)} ({need} bytes) to check, "
+            raise TooLarge(f"the problem needs about {human(need)} ({need} bytes) to check, "
                            f"more than {what} ({human(limit)}); lower the batch size or check a smaller problem")
     return need

@@ -339,16 +339,19 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
     body, name = _split_name(text)
     if "n" in text and not name:
         raise BadInput(f"descriptor {original!r}: 'n' starts a name but none follows; write n\"name\" or leave it out")
-    body = body.replace("_", "").replace(" ", "")
+    # '_' and spaces separate nothing; a mistake is quoted from the text as the user wrote it
+    kept = [i for i, ch in enumerate(body) if ch not in "_ "]
+    written, body = body, "".join(body[i] for i in kept)
     values: dict[str, int] = {}
     pos = 0
     while pos < len(body):
         m = _TOKEN.match(body, pos)
         if not m:
-            rest = body[pos:]
+            at = kept[pos]
+            rest = written[at:]
             bad = re.match(r"[a-zA-Z]*-?\d*", rest).group(0) or rest[:1]
             raise BadInput(
-                f"descriptor {original!r}: unknown entry {bad!r} at position {pos}; "
+                f"descriptor {original!r}: unknown entry {bad!r} at position {at}; "
                 f"expected one of {', '.join(_KEYS)} followed by a number, or n\"name\""
             )
         key, num = m.group(1), int(m.group(2))

@@ -159,12 +159,14 @@ def problem_from_record(rec: dict) -> ConvProblem:
 
 
 def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:
+    """Record ``index`` (counted from 1, as a sweep's progress and summary number them) or the
+    first whose problem contains ``name``."""
     if not records:
         raise BadInput("the sweep file holds no records")
     if index is not None:
-        if not 0 <= index < len(records):
-            raise BadInput(f"no record {index}: the file has records 0..{len(records) - 1}", option="index")
-        return records[index]
+        if not 1 <= index <= len(records):
+            raise BadInput(f"no record {index}: the file has records 1..{len(records)}", option="index")
+        return records[index - 1]
     matches = [r for r in records if name and name in r.get("problem", "")]
     if not matches:
         raise BadInput(f"{name!r} matches no record's problem", option="name")

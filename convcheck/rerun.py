@@ -22,7 +22,7 @@ def rerun(rec: dict, keep_outputs: bool = False):
 
         results, _ = check_engines(problem, seed=rec.get("seed", 0), bound=rec.get("bound"),
                                    heuristics=rec.get("heuristics") or rec.get("backend_info", {}).get("heuristics"),
-                                   engine=rec["engine"], keep_outputs=keep_outputs)
+                                   engine=rec["engine"], keep_outputs=keep_outputs, reference=rec.get("reference"))
         return results[0]
     from .check import run_check
 

@@ -153,7 +153,7 @@ class _Stop:
 @dataclass
 class SweepSummary:
     counts: Counter = field(default_factory=Counter)
-    worst: list = field(default_factory=list)  # records
+    worst: list = field(default_factory=list)  # (record number in the file, from 1; record)
     stopped_by: int | None = None
     wall_s: float = 0.0
     written: int = 0
@@ -192,6 +192,18 @@ class SweepSummary:
         return f"{len(bad)} input line(s) are not problems convcheck can read; first: {bad[0].get('message')}{more}"
 
 
+#: Statuses of records that were not checked: their message is the whole story, always shown.
+UNCHECKED = ("refused", "unsupported", "invalid", "error")
+
+
+def reason_lines(rec: dict, indent: str = "      ") -> str:
+    """A record's message, whole, wrapped at 100 columns under ``indent``."""
+    import textwrap
+
+    return textwrap.fill(str(rec.get("message") or "(no reason given)"), width=100, initial_indent=indent,
+                         subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
 class Progress:
     """A progress bar on a terminal (rich), plain lines elsewhere."""
 
@@ -208,15 +220,22 @@ class Progress:
             except ImportError:
                 self.bar = None
 
-    def update(self, i: int, rec: dict) -> None:
+    def update(self, i: int, rec: dict, number: int) -> None:
+        """Item ``i`` of this run is done; ``rec`` (its worst record) is record ``number`` of the
+        file, the number ``rerun --index`` and the summary use. A record that was not checked
+        (refused, unsupported, invalid, error) shows its whole reason, wrapped."""
         if self.quiet:
             return
         if self.bar is not None:
             self.bar.update(self.task, advance=1, description=f"{rec['status']:<11} {record_label(rec)[:40]}")
+            if rec["status"] in UNCHECKED:
+                self.bar.console.print(f"#{number} {rec['status']} {record_brief(rec)}\n{reason_lines(rec)}",
+                                       markup=False, highlight=False)
         else:
             ratio = rec.get("bound_ratio")
-            print(f"[{i}/{self.total}] {rec['status']:<11} {record_brief(rec)}"
-                  f"{'' if ratio is None else f' err/bound {ratio:.3g}'} ({rec.get('time_s', 0):.3f} s)", file=sys.stderr, flush=True)
+            print(f"[{i}/{self.total}] #{number} {rec['status']:<11} {record_brief(rec)}"
+                  f"{'' if ratio is None else f' err/bound {ratio:.3g}'} ({rec.get('time_s', 0):.3f} s)"
+                  + (f"\n{reason_lines(rec)}" if rec["status"] in UNCHECKED else ""), file=sys.stderr, flush=True)
 
     def close(self):
         if self.bar is not None:
@@ -279,7 +298,7 @@ def _engine_records(item: Item, options: SweepOptions) -> list[dict]:
     from .engines import check_engines
 
     results, context = check_engines(item.problem, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
-                                     max_memory=options.max_memory)
+                                     max_memory=options.max_memory, reference=options.reference)
     return engine_sweep_records(item, options, results, context)
 
 
@@ -528,12 +547,16 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     if options.all_engines:
         from . import backends
 
-        if options.backend not in ("auto", "cudnn") or options.reference not in (None, "torch") or options.device not in (None, "cuda"):
-            raise BadInput("a sweep of every engine checks every cuDNN plan against torch, both on the GPU; "
-                           "it takes no other backend, reference or device", option="all_engines")
+        from .engines import ENGINE_REFERENCES
+
+        if (options.backend not in ("auto", "cudnn") or options.reference not in (None, *ENGINE_REFERENCES)
+                or options.device not in (None, "cuda")):
+            raise BadInput(f"a sweep of every engine checks every cuDNN plan against {' or '.join(ENGINE_REFERENCES)}, "
+                           "both on the GPU; it takes no other backend, reference or device", option="all_engines")
+        reference = options.reference or backends.facts("cudnn").default_reference
         backends.require("cudnn", "cuda")
-        backends.require("torch", "cuda")
-        options = replace(options, backend="cudnn", reference="torch", device="cuda", bound=bound)
+        backends.require(reference, "cuda")
+        options = replace(options, backend="cudnn", reference=reference, device="cuda", bound=bound)
     else:
         plan = resolve(options.backend, options.reference, options.device)
         if options.heuristics and plan.backend != "cudnn":
@@ -545,6 +568,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         for note in options.notes + ((prior.message,) if prior.message else ()):
             print(f"sweep: {note}", file=sys.stderr)
     skip = keys_of(prior.records)  # the records prepare_out read (none without --resume)
+    number = len(prior.records)  # records already in the file: this run's are numbered after them
     summary = SweepSummary()
     todo = []
     for i, item in enumerate(items, 1):
@@ -567,17 +591,21 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                 f.flush()
                 os.fsync(f.fileno())
                 stop.writing = False
+                numbers = {}
                 for rec in recs:
+                    number += 1
+                    numbers[id(rec)] = number
                     summary.written += 1
                     summary.counts[rec["status"]] += 1
                     if rec.get("expected_failure_fixed"):
                         summary.fixed.append(rec)
                     if rec["status"] == "invalid":
                         summary.invalid.append(rec)
-                    summary.worst.append(rec)
+                    summary.worst.append((number, rec))
                     if on_record:
                         on_record(rec)
-                progress.update(i, _worst_of(recs))
+                worst = _worst_of(recs)
+                progress.update(i, worst, numbers[id(worst)])
                 if stop.hard:
                     break
     except KeyboardInterrupt:
@@ -590,8 +618,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     summary.notes = list(options.notes) + ([prior.message] if prior.message else [])
     if prior.records:  # a resumed sweep answers for the whole file, not only what this run added
         summary.earlier = Counter(r.get("status") for r in prior.records)
-        summary.worst = summary.worst + prior.records
-    summary.worst = sorted(summary.worst, key=severity)[:5]
+        summary.worst = summary.worst + list(enumerate(prior.records, 1))
+    summary.worst = sorted(summary.worst, key=lambda numbered: (severity(numbered[1]), numbered[0]))[:5]
     return summary
 
 
@@ -613,9 +641,10 @@ def format_summary(summary: SweepSummary, out: Path | None) -> str:
         lines.append(f"  FIXED? {record_brief(r)} passed where a failure was expected "
                      f"({r['expected_failure_fixed']['line']}: {r['expected_failure_fixed']['reason']})")
     if summary.worst:
-        lines.append("  worst cases:")
-        for r in summary.worst:
+        lines.append("  worst cases (#: the record's number, as rerun --index takes it):")
+        for number, r in summary.worst:
             ratio = r.get("bound_ratio")
-            lines.append(f"    {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {record_brief(r)}"
-                         f"{'  ' + r['message'][:100] if r.get('message') else ''}")
+            lines.append(f"    #{number:<4} {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {record_brief(r)}")
+            if r.get("message"):
+                lines.append(reason_lines(r, indent=" " * 11))
     return "\n".join(lines)

@@ -90,7 +90,7 @@ def main() -> int:
     lesson = subprocess.run([sys.executable, "-m", "convcheck", "lesson", str(lesson_dir), "--json"], capture_output=True, text=True)
     try:
         rec = json.loads(lesson.stdout)
-        rows.append(row("lesson files (cli)", rec["status"], "torch", rec["max_abs_diff"], rec["bound_ratio"], time.perf_counter() - t0))
+        rows.append(row("lesson files (cli)", rec["status"], rec["reference"], rec["max_abs_diff"], rec["bound_ratio"], time.perf_counter() - t0))
     except json.JSONDecodeError:
         print(lesson.stdout, lesson.stderr)
         rows.append(row("lesson files (cli)", f"exit {lesson.returncode}", None, None, None, time.perf_counter() - t0))

@@ -49,6 +49,6 @@ for f in examples/*.py; do
 done
 echo "== GPU sweep speed at batch 32, from the sweep's own records (benchmarks/sweep_throughput.py)"
 timeout 200 "$py" benchmarks/sweep_throughput.py --repeat 2 2>&1 | tee "$logs/sweep_throughput.txt" || status=1
-echo "== comparison speed, eager vs compiled (benchmarks/compare_speed.py)"
+echo "== comparison speed against reading both outputs (benchmarks/compare_speed.py)"
 timeout 120 "$py" benchmarks/compare_speed.py 2>&1 | tee "$logs/compare_speed.txt" || status=1
 exit $status

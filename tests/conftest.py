@@ -53,12 +53,12 @@ ALT_FRONTEND = Path(os.environ.get("CONVCHECK_ALT_FRONTEND", REPO / ".venv" / "f
 
 def run_on_alt_frontend(code: str) -> dict:
     """Run ``code`` (which prints one JSON object) with the second cudnn-frontend release
-    (scripts/dev_setup.sh installs 1.23.0 there) first on the path; skip if it is absent."""
+    (scripts/setup.sh --tests installs 1.23.0 there) first on the path; skip if it is absent."""
     import json
     import subprocess
 
     if not (ALT_FRONTEND / "cudnn").is_dir():
-        pytest.skip(f"no second cudnn-frontend at {ALT_FRONTEND} (scripts/dev_setup.sh installs 1.23.0 there)")
+        pytest.skip(f"no second cudnn-frontend at {ALT_FRONTEND} (scripts/setup.sh --tests installs 1.23.0 there)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ALT_FRONTEND), str(REPO)]))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr

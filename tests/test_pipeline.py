@@ -86,5 +86,5 @@ def test_a_core_error_names_its_setting_and_the_cli_shows_the_flag(tmp_path):
     assert e.value.option == "device" and "--" not in str(e.value)  # a library user has no flags
     out = tmp_path / "s.jsonl"
     out.write_text(json.dumps({"problem": "mb2ic16ih14oc8oh14kh3ph1", "status": "passed"}) + "\n")
-    done = run_cli("rerun", str(out), "--index", "5")
-    assert done.returncode == 2 and "convcheck: error: --index: no record 5" in done.stderr, done.stderr
+    done = run_cli("rerun", str(out), "--index", "6")
+    assert done.returncode == 2 and "convcheck: error: --index: no record 6" in done.stderr, done.stderr

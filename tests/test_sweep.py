@@ -89,7 +89,7 @@ def test_rerun_repeats_a_record_exactly(tmp_path):
     out = tmp_path / "s.jsonl"
     assert run_cli("sweep", "mb2ic16ih14oc8oh14kh3ph1", "g2mb2ic8ih13oc8oh7kh3sh2ph1", "--dtype", "fp16",
                    "--out", str(out), "--backend", "torch", "--device", "cpu", "--seed", "4").returncode == 0
-    again = run_cli("rerun", str(out), "--index", "1")
+    again = run_cli("rerun", str(out), "--index", "2")
     assert again.returncode == 0 and "reproduced exactly" in again.stderr
     by_name = run_cli("rerun", str(out), "--name", "g2mb2ic8", "--json")
     assert by_name.returncode == 0 and json.loads(by_name.stdout)["dtype"] == "fp16"
@@ -337,5 +337,5 @@ def test_all_engines_sweep_needs_cudnn_and_says_so(tmp_path):
     done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--all-engines", "--backend", "torch", "--out", str(out))
     assert done.returncode == 2 and "--all-engines: a sweep of every engine checks every cuDNN plan against torch" in done.stderr
     _engine_sweep_file(out)
-    again = run_cli("rerun", str(out), "--index", "0")
+    again = run_cli("rerun", str(out), "--index", "1")
     assert again.returncode == 3 and "backend 'cudnn' is unavailable" in again.stderr

@@ -65,7 +65,7 @@ def test_user_mistakes_are_exit_2_with_one_line(tmp_path, sweep_file):
         ("diff", str(sweep_file), str(sweep_file), "--factor", "0"),
         ("sweep", "--random", "-3", "--out", str(tmp_path / "c.jsonl")),
         ("sweep", "--batch", str(empty_batch), "--out", str(tmp_path / "c.jsonl")),
-        ("rerun", str(tmp_path / "empty.jsonl"), "--index", "0"),
+        ("rerun", str(tmp_path / "empty.jsonl"), "--index", "1"),
         ("check", DESC, *CPU, "--direction", "dgrad", "--save-lesson", str(tmp_path / "l1")),
         ("check", DESC, *CPU, "--fuse", "relu", "--save-lesson", str(tmp_path / "l2")),
         ("sweep", DESC, *CPU, "--out", str(sweep_file)),  # appending without --resume
@@ -91,7 +91,7 @@ def test_messages_name_the_real_problem(tmp_path):
     if done.returncode == 3:  # no GPU here
         assert "no CUDA GPU is visible" in done.stderr and "backend 'gpus'" not in done.stderr
     (tmp_path / "e.jsonl").write_text("")
-    assert "holds no records" in run_cli("rerun", str(tmp_path / "e.jsonl"), "--index", "0").stderr
+    assert "holds no records" in run_cli("rerun", str(tmp_path / "e.jsonl"), "--index", "1").stderr
     done = run_cli("check", "mb2ic16ih14oc8oh14kh3ph1ph2")
     assert "given twice" in done.stderr
 
@@ -125,7 +125,7 @@ def test_a_torn_tail_is_set_aside_never_glued_to(sweep_file):
     torn = text + text.splitlines()[0][:40]  # a crash mid-write
     sweep_file.write_text(torn)
     # readers leave the torn line out and say so
-    for args in (("diff", str(sweep_file), str(sweep_file)), ("rerun", str(sweep_file), "--index", "0")):
+    for args in (("diff", str(sweep_file), str(sweep_file)), ("rerun", str(sweep_file), "--index", "1")):
         done = run_cli(*args)
         assert done.returncode == 0 and "torn last line left out" in done.stderr, done.stderr
     done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic3ih6oc3oh6kh3ph1", *CPU, "--out", str(sweep_file), "--resume")
@@ -264,7 +264,7 @@ def test_a_record_of_given_data_is_not_rerun_as_something_else(tmp_path):
     out = tmp_path / "m.jsonl"
     assert run_cli("model", f"{model}:Net", "--input", "2,3,8,8", "--data", "activations", "--out", str(out),
                    "--backend", "torch", "--device", "cpu", "--quiet").returncode == 0
-    done = run_cli("rerun", str(out), "--index", "0")
+    done = run_cli("rerun", str(out), "--index", "1")
     _one_line_exit_2(done)
     assert "given data" in done.stderr
 
@@ -273,6 +273,6 @@ def test_rerun_of_a_file_whose_only_line_is_torn_is_one_line(tmp_path):
     """Found by the property test above: the torn-line notice and the error were two lines."""
     torn = tmp_path / "torn.jsonl"
     torn.write_text('{"problem": "mb2ic16ih14oc8oh14kh3ph1", "sta')
-    done = run_cli("rerun", str(torn), "--index", "0")
+    done = run_cli("rerun", str(torn), "--index", "1")
     _one_line_exit_2(done)
     assert "holds no records" in done.stderr and "torn last line" in done.stderr

@@ -2,8 +2,9 @@
 
 Every backend module has ``name``, ``unavailable_reason(device) -> str | None``
 and ``run(problem, inputs, device) -> (array, info)``, and describes itself: ``label``,
-``devices`` it can run on, its ``default_reference`` and the ``version_key`` of the
-library version a record names (read through :func:`facts`). The array may be NumPy,
+``devices`` it can run on, its ``default_reference``, the ``version_key`` of the
+library version a record names, and ``float64`` where it computes in float64 (read
+through :func:`facts`). The array may be NumPy,
 torch or CuPy-through-torch; :mod:`convcheck.compare` takes any of them.
 A machine without CuPy, the frontend or a GPU can still import this package:
 asking for a backend that cannot run gives its reason, not an ImportError.
@@ -18,6 +19,7 @@ from ..errors import BackendUnavailable, BadInput
 _MODULES = {
     "numpy": "convcheck.backends.numpy_ref",
     "torch": "convcheck.backends.torch_conv",
+    "torch64": "convcheck.backends.torch64",
     "cudnn": "convcheck.backends.cudnn_graph",
     "im2col": "convcheck.backends.im2col",
 }
@@ -52,6 +54,12 @@ def require(name: str, device: str):
 def facts(name: str):
     """The backend's own description (label, devices, default_reference, version_key)."""
     return module(name)
+
+
+def float64(name: str) -> bool:
+    """Whether ``name`` is a backend that computes in float64 (the NumPy reference, torch64):
+    its rounding is float64's, not the checked type's."""
+    return name in _MODULES and bool(getattr(facts(name), "float64", False))
 
 
 def host_only(name: str) -> bool:

@@ -50,7 +50,7 @@ name = "cudnn"
 #: version names it (convcheck.backends.facts reads these).
 label = "cuDNN graph (cudnn-frontend)"
 devices = ("cuda",)
-default_reference = "torch"
+default_reference = "torch64"
 version_key = "cudnn_backend (frontend)"
 
 HEURISTICS = ("A", "FALLBACK")

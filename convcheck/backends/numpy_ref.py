@@ -36,6 +36,8 @@ label = "NumPy float64 reference"
 devices = ("cpu",)
 default_reference = "torch"
 version_key = "numpy"
+#: Its answer is a float64 computation (the bound gives it float64's rounding, not fp32's).
+float64 = True
 
 #: At most this many bytes of gathered columns at once: the kernel taps are
 #: gathered in blocks (all taps, or all taps for each index of the leading kernel

@@ -1,0 +1,164 @@
+"""The GPU's reference is not cuDNN: torch's float64 convolution with cuDNN disabled (torch64).
+
+What a CPU can show for real: torch64 computes every kind of problem in float64 (checked
+against the NumPy reference, which shares no code with torch), it never calls cuDNN, the
+choice of reference a GPU check makes, and how records, reports and lessons name it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from convcheck import backends, check as check_mod
+from convcheck.backends import numpy_ref, torch64
+from convcheck.check import Plan, resolve, run_check, shared_implementation
+from convcheck.evidence import report_text
+from convcheck.fill import make_inputs
+from convcheck.problem import parse_descriptor
+
+from .conftest import run_cli
+
+KINDS = [
+    ("mb2ic8ih9oc8oh9kh3ph1", {}),
+    ("mb2ic8iw17oc4ow9kw3sw2pw1", {}),                        # 1-D
+    ("mb2ic4id5ih6iw7oc4od5oh6ow7kd3kh3kw3pd1ph1pw1", {}),    # 3-D
+    ("g4mb2ic8ih9oc8oh9kh3ph1", {}),                          # groups
+    ("g8mb2ic8ih9oc8oh9kh3ph1", {}),                          # depthwise
+    ("mb2ic8ih12oc8oh5kh3sh2ph0", {}),                        # negative back padding
+    ("mb2ic8ih15oc8oh11kh3ph0dh1", {}),                       # dilation
+    ("mb2ic8ih9oc8oh9kh3ph1", {"layout": "nxc"}),             # channels-last
+    ("mb2ic8ih9oc8oh9kh3ph1", {"mode": "conv"}),              # true convolution
+    ("mb2ic8ih9oc8oh9kh3ph1", {"fuse": ("bias", "gelu")}),
+    ("mb2ic8ih9oc8oh9kh3ph1", {"dtype": "fp16", "fuse": ("bias", "relu")}),
+    ("mb2ic8ih9oc8oh9kh3ph1", {"dtype": "bf16"}),
+]
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("desc,kw", KINDS)
+def test_torch64_is_float64_on_every_kind_of_problem(desc, kw, direction):
+    if kw.get("fuse") and direction != "fprop":
+        pytest.skip("fusions are forward only")
+    p = parse_descriptor(desc, direction=direction, **kw)
+    inputs = make_inputs(p, 3)
+    ours, info = torch64.run(p, inputs, "cpu")
+    ref, _ = numpy_ref.run(p, inputs, "cpu")
+    assert ours.dtype == torch.float64 and tuple(ours.shape) == p.result_shape
+    np.testing.assert_allclose(ours.numpy(), ref, rtol=1e-12, atol=1e-12)
+    assert info["dtype"] == "float64" and info["cudnn"].startswith("disabled")
+    assert info["implementation"].endswith("in float64, cuDNN disabled")
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), g=st.sampled_from([1, 2]), k=st.integers(1, 4), s=st.integers(1, 3),
+       pre=st.integers(0, 3), post=st.integers(-1, 3), d=st.integers(1, 2),
+       direction=st.sampled_from(["fprop", "dgrad", "wgrad"]))
+def test_torch64_matches_numpy_on_random_geometry(seed, g, k, s, pre, post, d, direction):
+    from convcheck.errors import BadInput
+    from convcheck.problem import ConvProblem
+
+    try:
+        p = ConvProblem(mb=2, ic=2 * g, oc=3 * g, groups=g, input=(9, 8), kernel=(k, 2), stride=(s, 1),
+                        pad_pre=(pre, 1), pad_post=(post, 1), dilation=(d, 1), direction=direction)
+    except BadInput:
+        return
+    inputs = make_inputs(p, seed)
+    np.testing.assert_allclose(torch64.run(p, inputs, "cpu")[0].numpy(), numpy_ref.run(p, inputs, "cpu")[0],
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_cudnn_is_off_inside_and_restored_after():
+    before = torch.backends.cudnn.enabled
+    with torch64.cudnn_disabled():
+        assert torch.backends.cudnn.enabled is False
+    assert torch.backends.cudnn.enabled == before
+    with pytest.raises(RuntimeError), torch64.cudnn_disabled():
+        raise RuntimeError("inside")
+    assert torch.backends.cudnn.enabled == before
+
+
+def test_torch64_takes_the_values_the_storage_type_holds():
+    """An fp16 check's reference starts from the fp16 values the run under test read."""
+    p = parse_descriptor("mb1ic2ih4oc1oh4kh1ph0", dtype="fp16")
+    inputs = make_inputs(p, 0)
+    x = np.full(p.x_shape, 1.0 + 2.0 ** -13, np.float32)  # not an fp16 number: fp16 reads 1.0
+    inputs = inputs.__class__(x=x, w=np.ones(p.w_shape, np.float32), seed=0)
+    y, _ = torch64.run(p, inputs, "cpu")
+    assert torch.equal(y, torch.full(p.result_shape, 2.0, dtype=torch.float64))
+
+
+@pytest.fixture
+def a_gpu_here(monkeypatch):
+    """Decision logic only: pretend cuDNN and CUDA are usable, so resolve() decides as on a GPU.
+    Nothing is run (no backend's run is called)."""
+    real = backends.unavailable_reason
+    monkeypatch.setattr(backends, "unavailable_reason", lambda name, device: None if device == "cuda" else real(name, device))
+    monkeypatch.setattr(check_mod, "_cuda_usable", lambda: True)
+
+
+def test_a_gpu_check_chooses_the_reference_that_is_not_cudnn(a_gpu_here):
+    plan = resolve()
+    assert (plan.backend, plan.backend_device, plan.reference, plan.reference_device) == ("cudnn", "cuda", "torch64", "cuda")
+    assert resolve("cudnn").reference == "torch64"
+    literal = resolve("cudnn", "torch")  # the lesson's comparison, asked for by name
+    assert (literal.reference, literal.reference_device) == ("torch", "cuda")
+    assert resolve("numpy", "torch64").reference_device == "cuda"  # the float64 reference runs on the GPU too
+    assert backends.facts("cudnn").default_reference == "torch64"
+
+
+def test_on_the_cpu_nothing_changes():
+    plan = resolve()
+    assert (plan.backend, plan.backend_device, plan.reference, plan.reference_device) == ("torch", "cpu", "numpy", "cpu")
+
+
+def test_shared_implementation_is_said_only_for_cudnn_against_torch_s_cudnn(monkeypatch):
+    from convcheck.environment import loaded_libcudnn
+
+    import cudnn  # noqa: F401  (the frontend maps the real libcudnn into this process)
+
+    files = loaded_libcudnn()
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    note = shared_implementation(Plan("cudnn", "cuda", "torch", "cuda"))
+    if len(files) == 1:
+        assert note and files[0] in note and "share one implementation" in note
+    else:
+        assert note is None
+    for plan in (Plan("cudnn", "cuda", "torch64", "cuda"), Plan("cudnn", "cuda", "numpy", "cpu"),
+                 Plan("torch", "cpu", "numpy", "cpu")):
+        assert shared_implementation(plan) is None
+    with torch64.cudnn_disabled():  # torch's cuDNN switched off: torch is not cuDNN then
+        assert shared_implementation(Plan("cudnn", "cuda", "torch", "cuda")) is None
+
+
+def test_records_and_reports_name_the_float64_reference(tmp_path):
+    r = run_check(parse_descriptor("mb2ic8ih9oc8oh9kh3ph1", direction="wgrad"), reference="torch64")
+    assert r.status == "passed"
+    rec = r.record()
+    assert rec["reference"] == "torch64" and rec["reference_info"]["dtype"] == "float64"
+    assert rec["reference_info"]["implementation"] == "torch.nn.grad.conv2d_weight in float64, cuDNN disabled"
+    text = report_text(r)
+    assert "reference torch.nn.grad.conv2d_weight in float64, cuDNN disabled on cpu" in text
+    evidence = tmp_path / "e.txt"
+    done = run_cli("check", "mb2ic8ih9oc8oh9kh3ph1", "--reference", "torch64", "--evidence", str(evidence))
+    assert done.returncode == 0, done.stderr
+    assert "cuDNN disabled" in evidence.read_text() and '"reference": "torch64"' in evidence.read_text()
+
+
+def test_the_lesson_is_recomputed_in_float64_unless_its_own_rule_is_asked(tmp_path):
+    from convcheck.lesson_io import write_lesson
+
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    inputs = make_inputs(p, 0)
+    y = numpy_ref.run(p, inputs)[0].astype(np.float32)
+    write_lesson(tmp_path, p, inputs.x, inputs.w, y)
+    default = json.loads(run_cli("lesson", str(tmp_path), "--json").stdout)
+    assert default["reference"] == "torch64" and default["status"] == "passed"
+    lesson = json.loads(run_cli("lesson", str(tmp_path), "--json", "--bound", "lesson").stdout)
+    assert lesson["reference"] == "torch" and lesson["reference_info"]["dtype"] == "float32"
+    literal = json.loads(run_cli("lesson", str(tmp_path), "--json", "--reference", "torch").stdout)
+    assert literal["reference"] == "torch" and literal["status"] == "passed"
