@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError, writable_file
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; the check must fail")
     _engine_args(c)
     c.add_argument("--all-engines", action="store_true", help="check every plan cuDNN offers (same as the engines command)")
+    c.add_argument("--repro", metavar="FILE", help="also write a standalone script that reproduces this check (no convcheck needed)")
 
     l = sub.add_parser("lesson", help="check the C++ lesson's stored files against torch", epilog=EPILOG)
     l.add_argument("directory", help="folder with conv_shapes.txt, conv_x.f32, conv_w.f32, conv_y.f32")
@@ -144,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch64 (default; float64, cuDNN disabled) or torch (the lesson's fp32 convolution; default with --bound lesson)")
     l.add_argument("--json", action="store_true")
     l.add_argument("--evidence", metavar="FILE")
+    l.add_argument("--repro", metavar="FILE",
+                   help="also write a standalone script that runs the lesson's x and w through cuDNN (saved beside it as .npy)")
 
     n = sub.add_parser("engines", help="list, check and time every cuDNN engine for one problem", epilog=EPILOG)
     _problem_args(n)
@@ -208,8 +212,20 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("env", help="every version that matters to a result")
     e.add_argument("--json", action="store_true")
 
-    g = sub.add_parser("graph", help="print the cuDNN graph that would be built (no GPU needed)")
+    g = sub.add_parser("graph", help="print the cuDNN graph that would be built (no GPU needed)", epilog=EPILOG)
     _problem_args(g)
+    g.add_argument("--python", action="store_true",
+                   help="print a standalone Python script that builds, runs and checks this graph, commented step by step")
+    g.add_argument("--seed", type=_at_least(0), default=0, help="with --python: the seed of the script's inputs")
+    g.add_argument("--bound", choices=BOUNDS, default="auto", help="with --python: the bound the script applies")
+
+    x = sub.add_parser("repro", help="write a standalone script (no convcheck needed) that reproduces one record",
+                       epilog=EPILOG)
+    x.add_argument("file", help="a sweep's JSON-lines file, or a check's --json output")
+    which = x.add_mutually_exclusive_group(required=True)
+    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
+    which.add_argument("--name", help="the first record whose problem contains this text")
+    x.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: print it)")
     return parser
 
 
@@ -256,7 +272,7 @@ def _heuristics(args):
 
 
 def _output_folder(path, option: str):
-    from pathlib import Path
+
 
     if path is None:
         return None
@@ -292,10 +308,14 @@ def cmd_check(args) -> int:
     if args.all_engines:
         if args.backend not in ("auto", "cudnn"):
             raise BadInput("--all-engines checks cuDNN's engines; it needs --backend cudnn (or auto on a GPU)")
+        if args.repro:
+            raise BadInput("--repro writes the script of one check; for a plan of --all-engines, sweep to a file "
+                           "and use 'convcheck repro FILE --index N'")
         args.repeat = max(args.repeat, 3)
         return cmd_engines(args)
     problem = _parse_problem(args)
     writable_file(args.evidence, "evidence")
+    writable_file(args.repro, "repro")
     if args.save_lesson:
         from .lesson_io import lesson_shapes
 
@@ -311,7 +331,12 @@ def cmd_check(args) -> int:
         inputs = inputs.host()  # drawn on the GPU: the same bits, downloaded
         write_lesson(args.save_lesson, problem, inputs.x, inputs.w, ours.detach().float().cpu().numpy())
         print(f"lesson files written to {args.save_lesson}", file=sys.stderr)
-    return _emit(result, args.json, args.evidence)
+    code = _emit(result, args.json, args.evidence)
+    if args.repro and result.status not in ("unsupported", "error"):
+        from .repro import write_script
+
+        print(f"reproducer written to {write_script(args.repro, rec=result.record())}", file=sys.stderr)
+    return code
 
 
 def cmd_lesson(args) -> int:
@@ -319,10 +344,20 @@ def cmd_lesson(args) -> int:
     from .lesson_io import read_lesson
 
     writable_file(args.evidence, "evidence")
+    writable_file(args.repro, "repro")
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound,
                                  reference=args.reference)
-    return _emit(result, args.json, args.evidence)
+    code = _emit(result, args.json, args.evidence)
+    if args.repro:
+        from .fill import ConvInputs
+        from .repro import write_script
+
+        path = write_script(args.repro, files.problem, inputs=ConvInputs(x=files.x, w=files.w, seed=-1),
+                            bound=result.comparison.bound if result.comparison else args.bound,
+                            source=f"the lesson's files in {args.directory}")
+        print(f"reproducer written to {path} (the lesson's x and w beside it as .npy)", file=sys.stderr)
+    return code
 
 
 def cmd_env(args) -> int:
@@ -343,8 +378,30 @@ def cmd_graph(args) -> int:
     except ImportError as e:
         raise BackendUnavailable("cudnn", str(e)) from None
     built = cudnn_graph.build_graph(cudnn, problem, cudnn_graph.host_descriptors(problem))
+    if args.python:
+        from .repro import script
+
+        print(script(problem, seed=args.seed, bound=args.bound, source=f"convcheck graph {args.descriptor} --python"), end="")
+        return 0
     print(f"# {problem}  (cudnn-frontend {frontend_compat.frontend_version(cudnn)})")
     print(frontend_compat.graph_text(built.graph))
+    return 0
+
+
+def cmd_repro(args) -> int:
+    from .records import pick_record, read_records
+    from .repro import from_record, write_script
+
+    writable_file(args.output, "output")
+    notices: list = []
+    records = read_records(args.file, notices)
+    rec = pick_record(records, args.index, args.name)
+    where = f", record {args.index if args.index is not None else records.index(rec) + 1} of {Path(args.file).name}"
+    if args.output:
+        path = write_script(args.output, rec=rec, where=where)
+        print(f"reproducer written to {path}: run it with python {path} on a machine with a GPU", file=sys.stderr)
+    else:
+        print(from_record(rec, where=where), end="")
     return 0
 
 
@@ -381,7 +438,7 @@ def cmd_model(args) -> int:
 def _run_items(args, items) -> int:
     """The sweep of ``items`` with the options sweep and model share; prints the summary."""
     import tempfile
-    from pathlib import Path
+
 
     from .expectations import read_expectations
     from .records import read_records, write_junit
@@ -450,7 +507,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from pathlib import Path
+
 
     from .diff import diff_records, format_diff
     from .matrix import cudnn_requirement, run_matrix
@@ -481,7 +538,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+COMMANDS = {"repro": cmd_repro, "model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def main(argv=None) -> int:

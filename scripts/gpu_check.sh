@@ -47,6 +47,19 @@ for f in examples/*.py; do
   echo "$(basename "$f"): exit $rc" | tee -a "$logs/examples.txt"
   [ $rc -eq 0 ] || status=1
 done
+echo "== reproducer scripts (convcheck graph ... --python), one per direction, dtype and fusion"
+mkdir -p "$logs/repro"
+for spec in "fprop fp32 -" "dgrad fp32 -" "wgrad fp32 -" "fprop tf32 -" "fprop fp16 -" "fprop bf16 -" \
+            "dgrad fp16 -" "wgrad bf16 -" "fprop fp32 bias,relu" "fprop fp16 bias,gelu"; do
+  set -- $spec
+  name="repro_${1}_${2}_${3//,/_}"
+  fuse=(); [ "$3" = "-" ] || fuse=(--fuse "$3")
+  "$py" -m convcheck graph mb8ic64ih28oc64oh28kh3ph1 --direction "$1" --dtype "$2" "${fuse[@]}" --python > "$logs/repro/$name.py"
+  timeout 60 "$py" "$logs/repro/$name.py" > "$logs/repro/$name.txt" 2>&1
+  rc=$?
+  echo "$name: exit $rc: $(grep -E '^(engine|PASS|FAIL)' "$logs/repro/$name.txt" | tr '\n' ' ')" | tee -a "$logs/repro_summary.txt"
+  [ $rc -eq 0 ] || status=1
+done
 echo "== GPU sweep speed at batch 32, from the sweep's own records (benchmarks/sweep_throughput.py)"
 timeout 200 "$py" benchmarks/sweep_throughput.py --repeat 2 2>&1 | tee "$logs/sweep_throughput.txt" || status=1
 echo "== comparison speed against reading both outputs (benchmarks/compare_speed.py)"

@@ -144,10 +144,20 @@ def test_lesson_bound_is_refused_for_other_types_naming_elementwise(dtype):
 
 
 def test_exact_mode_mistrusts_at_most_one_percent_of_correct_random_problems():
+    """torch on the CPU is correct here except where a known torch bug fires (the project's own
+    list, cases/known_failures/torch_cpu.txt: bf16 with output width 1 on CPUs whose oneDNN takes
+    the AMX/AVX512-bf16 path); such a failure is the check working, and is not counted."""
+    from pathlib import Path
+
+    from convcheck.expectations import apply, read_expectations
+
+    known = read_expectations(Path(__file__).resolve().parent.parent / "cases" / "known_failures" / "torch_cpu.txt")
     mistrusted = total = 0
     for i, base in enumerate(random_problems(150, 99)):
         p = base.with_(direction=("fprop", "dgrad", "wgrad")[i % 3])  # every direction, asymmetric padding too
         r = _cpu(p, bound="exact", seed=i)
+        if apply(r.record(), known)["status"] == "known-failure":
+            continue
         assert r.status in ("passed", "mistrusted"), (str(p), r.status, r.message)
         total += 1
         mistrusted += r.status == "mistrusted"

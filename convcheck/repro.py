@@ -1,0 +1,129 @@
+"""A cuDNN result in one file: a standalone Python script that reproduces one check.
+
+The script (``repro_template.py.txt``, filled in here) needs the cuDNN frontend, CuPy, torch
+and NumPy, and no convcheck: it is what a person attaches to a bug report, and what a
+learner reads to see the frontend calls one convolution takes, in order. It builds the same
+graph (dims, strides, data types, padding, stride, dilation, mode, direction, fusion),
+selects the same engine by name (or asks the same heuristics), makes the same inputs (the
+seeded fill, written out in the script, with the recorded density; given data as ``.npy``
+files beside it), executes, hands the output to torch by DLPack, recomputes it in float64
+with cuDNN disabled, and applies the same bound, whose numbers are computed here for the
+problem and written into the script. Without a GPU the script builds and prints the graph
+and exits 3.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .bound import ElementwiseBound, LessonBound, make_bound, resolve as resolve_bound
+from .convmath import LEAKY_SLOPE
+from .errors import BadInput
+from .problem import ConvProblem
+
+#: The implementations the script's bound is for: cuDNN under test, torch's float64 reference.
+SIDES = ("cudnn", "torch64")
+
+
+def _template() -> str:
+    return resources.files("convcheck").joinpath("repro_template.py.txt").read_text(encoding="utf-8")
+
+
+def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: bool) -> tuple[tuple, bool, str]:
+    """(BOUND_TERMS, BOUND_VARIANCE, BOUND_TEXT) for the script."""
+    if bound_name == "exact":
+        return (), False, "exact: only identical outputs pass (every partial sum of the exact fill is representable)"
+    bnd = make_bound(bound_name, judged, SIDES, reduced_accumulation=reduced, data=data)
+    if isinstance(bnd, LessonBound):
+        return bnd.terms(), False, f"lesson: |ours - ref| <= rtol*max|ref| + rtol*|ref|, rtol = {bnd.rtol:.3e}"
+    assert isinstance(bnd, ElementwiseBound)
+    return bnd.terms(), bnd.uses_variance, bnd.derivation()
+
+
+def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, density: float = 1.0,
+           fill_device: str = "cuda", bound: str | None = None, engine: str | None = None,
+           heuristics=("A", "FALLBACK"), judged_as: str = "", data_files: dict | None = None,
+           source: str = "", file_name: str = "repro.py") -> str:
+    """The script's text for ``problem``.
+
+    ``fill``: ``random``, ``exact`` or ``given`` (default: what the bound needs); ``density``
+    and ``fill_device`` as the record says (the seed reproduces the inputs on the kind of device
+    that drew them); ``bound``: the one that judged (default ``auto``); ``engine``: a plan's
+    name, or None for the heuristics' first plan that builds; ``judged_as``: a record's "tf32
+    ..." for an engine that down-converts fp32 inputs (judged by the TF32 bound);
+    ``data_files``: role -> .npy name, for given data."""
+    data = "given" if fill == "given" else "random"
+    bound_name = resolve_bound(bound, problem, data)
+    fill = fill or ("exact" if bound_name == "exact" else "random")
+    if fill == "given" and not data_files:
+        raise BadInput("a script of given data needs the data: write it with write_script(..., inputs=...)")
+    judged = problem.with_(dtype="tf32") if judged_as.startswith("tf32") else problem
+    terms, variance, text = _bound_numbers(bound_name, judged, data, "reduced-precision" in judged_as)
+    values = {
+        "TITLE": f"cuDNN {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
+        "FILE": file_name, "VERSION": __version__, "SOURCE": source or f"the problem {problem.descriptor()}",
+        "PROBLEM": problem.descriptor(), "DIRECTION": problem.direction, "DTYPE": problem.dtype, "MODE": problem.mode,
+        "N": problem.mb, "C": problem.ic, "K": problem.oc, "GROUPS": problem.groups,
+        "INPUT": list(problem.input), "KERNEL": list(problem.kernel), "OUTPUT": list(problem.output),
+        "STRIDE": list(problem.stride), "DILATION": list(problem.dilation),
+        "PRE_PADDING": list(problem.pad_pre), "POST_PADDING": list(problem.pad_post),
+        "CROPPED": list(problem.cropped_input), "DEPTH": problem.accumulation_depth,
+        "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
+        "LEAKY_SLOPE": LEAKY_SLOPE, "ENGINE": engine, "HEURISTICS": [h.upper() for h in heuristics],
+        "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
+        "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": tuple(float(t) for t in terms),
+        "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text,
+    }
+    text_out = _template()
+    for key, value in values.items():
+        text_out = text_out.replace("{{" + key + "}}", value if key in ("TITLE", "FILE", "VERSION", "SOURCE") else repr(value))
+    return text_out
+
+
+def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
+    """The script of a sweep's or check's record (the problem, seed, fill, density, the bound
+    that judged it, the plan that ran and its heuristics)."""
+    from .records import problem_from_record, record_label
+
+    if rec.get("fill") == "given":
+        raise BadInput("this record was checked on given data, which the record does not hold; "
+                       "write its script from the data (convcheck lesson DIR --repro FILE, or repro.write_script)")
+    if rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
+        raise BadInput(f"record {record_label(rec)} holds no checked problem ({rec.get('status')})")
+    problem = problem_from_record(rec)
+    info = rec.get("backend_info") or {}
+    judged_bound = (rec.get("comparison") or {}).get("bound") or rec.get("bound")
+    return script(problem, seed=int(rec.get("seed") or 0), fill=rec.get("fill") or None,
+                  density=float(rec.get("density") or 1.0), fill_device=rec.get("fill_device") or "cpu",
+                  bound=judged_bound, engine=info.get("engine") if rec.get("backend") == "cudnn" else None,
+                  heuristics=info.get("heuristics") or ("A", "FALLBACK"), judged_as=rec.get("judged_as") or "",
+                  source=f"the record of {record_label(rec)} ({rec.get('status')}){where}", file_name=file_name)
+
+
+def write_script(path, problem: ConvProblem | None = None, *, rec: dict | None = None, inputs=None, **options) -> Path:
+    """Write the script to ``path`` (from a record, or a problem and options). Given ``inputs``
+    (a :class:`~convcheck.fill.ConvInputs` of the caller's data) are saved beside it as
+    ``<stem>_x.npy``... and the script reads them."""
+    from .errors import writable_file
+
+    path = Path(path)
+    writable_file(str(path), "repro")
+    if rec is not None:
+        text = from_record(rec, file_name=path.name, where=options.pop("where", ""))
+    else:
+        files = {}
+        if inputs is not None:
+            host = inputs.host()
+            for role, array in (("X", host.x), ("W", host.w), ("DY", host.dy), ("B", host.bias)):
+                if array is not None:
+                    files[role] = f"{path.stem}_{role.lower()}.npy"
+                    np.save(path.parent / files[role], np.ascontiguousarray(np.asarray(array, dtype=np.float32)))
+            options.update(fill="given", data_files=files)
+        text = script(problem, file_name=path.name, **options)
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o755)
+    return path
