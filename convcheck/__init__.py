@@ -6,7 +6,10 @@ Library entry points::
     result = run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"))
     print(result.status, result.comparison.max_abs_diff)
 
-    from convcheck import assert_conv_close          # your own kernel, in your own tests
+    from convcheck import assert_conv_function       # your own convolution function: convcheck
+    assert_conv_function(my_conv2d, dims=(2,))       # chooses the problems and the inputs
+
+    from convcheck import assert_conv_close          # an output you computed, on your own data
     assert_conv_close(my_conv(x, w), x, w, padding=1)
 """
 
@@ -27,6 +30,8 @@ _os.environ.setdefault("GOMP_SPINCOUNT", "0")  # libgomp (torch's OpenMP): yield
 from .problem import ConvProblem, parse_descriptor, read_batch_file  # noqa: E402
 from .check import CheckResult, run_check  # noqa: E402
 from .assertions import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close  # noqa: E402
+from .function_check import assert_conv_function, check_conv_function  # noqa: E402
 
 __all__ = ["ConvProblem", "parse_descriptor", "read_batch_file", "run_check", "CheckResult", "assert_conv_close",
-           "assert_conv_input_grad_close", "assert_conv_weight_grad_close", "__version__"]
+           "assert_conv_input_grad_close", "assert_conv_weight_grad_close", "check_conv_function",
+           "assert_conv_function", "__version__"]

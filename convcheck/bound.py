@@ -176,6 +176,10 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
         return Side(f"{implementation} float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
     storage = dtypes.get(dtype).storage
     narrow_out = storage != "float32"
+    # torch runs conv, bias and activation as separate ops, storing each result in the tensor
+    # type (and stages backward partial sums on the CPU); a user's function is modelled as torch
+    # is: its internals are unknown, and convcheck applies a fused activation after it returns.
+    torch_like = implementation == "torch" or backends.is_user_function(implementation)
     return Side(
         f"{implementation} {dtype}",
         # fp32 accumulation is what cuDNN and torch do for all four types, unless the engine says otherwise
@@ -183,11 +187,10 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
         u_down=dtypes.get("tf32").u if dtype == "tf32" else 0.0,
         u_out=dtypes.get(dtype).u if narrow_out else 0.0,
         eta_out=_ETA[storage],
-        # torch runs conv, bias and activation as separate ops, each storing its result in
-        # the tensor type; cuDNN's fused graph keeps fp32 intermediates.
-        u_inter=dtypes.get(dtype).u if narrow_out and implementation == "torch" else 0.0,
+        # cuDNN's fused graph keeps fp32 intermediates.
+        u_inter=dtypes.get(dtype).u if narrow_out and torch_like else 0.0,
         eta_prod=FP32_TINY,
-        u_staged=2.0 * dtypes.get(dtype).u if narrow_out and implementation == "torch" and direction != "fprop" else 0.0,
+        u_staged=2.0 * dtypes.get(dtype).u if narrow_out and torch_like and direction != "fprop" else 0.0,
     )
 
 

@@ -64,8 +64,16 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
             backend = "torch"
             device = device or "cpu"
             reference = reference or "numpy"
-    if backend not in backends.NAMES:
-        raise BadInput(f"unknown backend {backend!r}; expected auto or one of {', '.join(backends.NAMES)}")
+    user = backends.is_user_function(backend)
+    if backend not in backends.NAMES and not user:
+        raise BadInput(f"unknown backend {backend!r}; expected auto, one of {', '.join(backends.NAMES)}, "
+                       "or your function as path/to/file.py:NAME or package.module:NAME")
+    if user:
+        backends.module(backend)  # a file or name that is not there is the user's mistake: said now, once
+        # your function is judged against the float64 NumPy reference on the CPU and torch's float64
+        # convolution with cuDNN disabled on a GPU (neither shares your code)
+        device = device or ("cuda" if _cuda_usable() else "cpu")
+        reference = reference or ("numpy" if device == "cpu" else "torch64")
     reference = reference or backends.facts(backend).default_reference
     if reference not in backends.NAMES:
         raise BadInput(f"unknown reference {reference!r}; expected one of {', '.join(backends.NAMES)}")
@@ -358,7 +366,7 @@ def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs
     if plants.effect(plant, problem, inputs) == 0.0:
         raise BadInput(f"the planted bug {plant} does not change the answer under the {bound_name} bound "
                        f"({inputs.kind} fill: {'inputs already on its grid' if inputs.kind == 'exact' else 'no effect'}); "
-                       "choose another bound or bug")
+                       "choose another bound or bug", option="plant")
 
 
 def run_check(
@@ -450,6 +458,10 @@ def run_check(
         result.status, result.message = "error", f"{type(e).__name__}: {e}"
     result.time_s = time.perf_counter() - start
     result.versions = versions()
+    if backends.is_user_function(plan.backend):  # the function's file hash: a changed function is another version
+        from .backends.user_function import versions as function_version
+
+        result.versions.update(function_version(plan.backend))
     return result
 
 

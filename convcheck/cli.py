@@ -80,6 +80,14 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
                    help="memory layout: channels first (nchw, also for 1-D/3-D) or channels last (nhwc)")
 
 
+def _backend(text: str) -> str:
+    """A backend's name, or a user's function named as path/to/file.py:NAME (loaded when used)."""
+    if text == "auto" or text in BACKEND_NAMES or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected auto, {', '.join(BACKEND_NAMES)}, or your function as "
+                                     "path/to/file.py:NAME or package.module:NAME")
+
+
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", metavar="NAME|INDEX", help="run this plan (name as listed by 'engines', or its index)")
     p.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
@@ -94,7 +102,9 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
     w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--bound", choices=BOUNDS, default="auto")
-    w.add_argument("--backend", choices=("auto", *BACKEND_NAMES), default="auto")
+    w.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
+                   help=f"auto, {', '.join(BACKEND_NAMES)}, or your convolution function as path/to/file.py:NAME")
+    w.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; its checks must fail")
     w.add_argument("--reference", choices=BACKEND_NAMES)
     w.add_argument("--device", choices=("cpu", "cuda"))
     w.add_argument("--out", required=out_required, metavar="FILE",
@@ -118,8 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="run one problem and compare", epilog=EPILOG)
     _problem_args(c)
-    c.add_argument("--backend", choices=("auto", *BACKEND_NAMES), default="auto",
-                   help="implementation under test; auto = cudnn on a usable GPU, else torch on the CPU")
+    c.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
+                   help=f"implementation under test: auto (cudnn on a usable GPU, else torch on the CPU), "
+                        f"{', '.join(BACKEND_NAMES)}, or your own convolution function (torch's signature) "
+                        "as path/to/file.py:NAME or package.module:NAME")
     c.add_argument("--reference", choices=BACKEND_NAMES,
                    help="what it is compared with (default: torch64 for cudnn, i.e. torch's float64 convolution with cuDNN "
                         "disabled; numpy for torch; torch = torch's own convolution in the checked type, as the lesson)")
@@ -439,7 +451,6 @@ def _run_items(args, items) -> int:
     """The sweep of ``items`` with the options sweep and model share; prints the summary."""
     import tempfile
 
-
     from .expectations import read_expectations
     from .records import read_records, write_junit
     from .sweep import SweepOptions, format_summary, make_executor, run_sweep
@@ -449,7 +460,7 @@ def _run_items(args, items) -> int:
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
                            all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
-                           expect_fail=expect)
+                           expect_fail=expect, plant=args.plant)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from .records import record_key, record_label
 
-VERSION_KEYS = ("convcheck", "torch", "cudnn (torch)", "cudnn_frontend", "cudnn_backend (frontend)", "cupy", "gpu", "numpy")
+VERSION_KEYS = ("convcheck", "torch", "cudnn (torch)", "cudnn_frontend", "cudnn_backend (frontend)", "cupy", "gpu", "numpy",
+                "user_function")
 
 
 @dataclass

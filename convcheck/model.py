@@ -15,11 +15,6 @@ activations, its weights and its bias (given data, judged by the any-data bound)
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from .errors import BadInput
@@ -30,28 +25,10 @@ def load_target(target: str):
     """The ``torch.nn.Module`` that ``path/file.py:Name`` or ``package.module:Name`` builds."""
     import torch
 
-    if ":" not in target:
-        raise BadInput(f"model {target!r}: expected path/to/file.py:Name or package.module:Name")
-    where, name = target.rsplit(":", 1)
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        path = Path(where)
-        if not path.is_file():
-            raise BadInput(f"model {target!r}: no such file {path}")
-        spec = importlib.util.spec_from_file_location(f"convcheck_model_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as e:
-            raise BadInput(f"model {target!r}: importing {path} failed: {type(e).__name__}: {e}") from None
-    else:
-        try:
-            module = importlib.import_module(where)
-        except ImportError as e:
-            raise BadInput(f"model {target!r}: cannot import {where!r} ({e})") from None
-    if not hasattr(module, name):
-        raise BadInput(f"model {target!r}: {where} has no {name!r}")
-    factory = getattr(module, name)
+    from .targets import load_object
+
+    factory, _ = load_object(target, "model")
+    name = target.rsplit(":", 1)[1]
     if isinstance(factory, torch.nn.Module):
         return factory
     try:

@@ -44,6 +44,7 @@ class SweepOptions:
     notes: tuple = ()  # what resolving the backend said (e.g. why cuDNN is not tested), put in every record
     max_memory: int | None = None  # bytes a check may use (besides what is available)
     expect_fail: tuple = ()  # known bugs (convcheck.expectations): their failures are reported apart
+    plant: str | None = None  # a bug planted in the implementation under test (every check must fail)
 
 
 @dataclass
@@ -76,7 +77,7 @@ def _identity(item: "Item", options: SweepOptions) -> dict:
         "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
         "bound": _resolved_bound(options.bound, p, "random" if item.inputs is None else "given"), "seed": options.seed, "backend": options.backend, "reference": options.reference,
-        "planted_bug": None, **({"engines": "all"} if options.all_engines else {}),
+        "planted_bug": options.plant, **({"engines": "all"} if options.all_engines else {}),
     }
 
 
@@ -271,7 +272,8 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
         except Unsupported as e:
             recs = [_error_record(item, options, str(e)) | {"status": "unsupported"}]
         except ConvCheckError as e:
-            recs = [_error_record(item, options, str(e))]
+            # a planted bug that cannot change this problem's answer proves nothing either way
+            recs = [_error_record(item, options, str(e)) | ({"status": "unsupported"} if e.option == "plant" else {})]
         except Exception as e:  # never let one problem stop the sweep
             recs = [_error_record(item, options, f"{type(e).__name__}: {e}")]
     for rec in recs:
@@ -287,7 +289,7 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
 def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
                        device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
-                       max_memory=options.max_memory, inputs=item.inputs)
+                       max_memory=options.max_memory, inputs=item.inputs, plant=options.plant)
     rec = result.record()
     if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
         rec["notes"] = list(options.notes) + [n for n in rec["notes"] if not n.startswith("cuDNN not tested")]
@@ -548,6 +550,10 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         from . import backends
 
         from .engines import ENGINE_REFERENCES
+
+        if options.plant:
+            raise BadInput("a planted bug replaces the implementation under test; a sweep of every engine "
+                           "checks cuDNN's own plans", option="plant")
 
         if (options.backend not in ("auto", "cudnn") or options.reference not in (None, *ENGINE_REFERENCES)
                 or options.device not in (None, "cuda")):

@@ -358,3 +358,23 @@ def test_model_on_the_gpu_checks_cudnn_against_torch(tmp_path):
     assert len(recs) == 4 and all(r["backend"] == "cudnn" and r["status"] == "passed" for r in recs)
     acts = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "8,3,32,32", "--data", "activations", "--quiet")
     assert acts.returncode == 0, acts.stdout + acts.stderr
+
+
+def test_your_function_on_cuda_tensors():
+    """A user's CUDA convolution (the example's unfold + matmul kernel) is handed CUDA tensors,
+    judged against torch's float64 convolution with cuDNN off, and its TF32 variant fails at depth."""
+    from convcheck import assert_conv_function, check_conv_function
+
+    example = "examples/11_your_conv_function.py"
+    result = run_check(parse_descriptor("mb8ic256ih14oc256oh14kh3ph1"), backend=f"{example}:conv2d", device="cuda")
+    assert result.status == "passed", (result.message, result.comparison)
+    assert result.plan.reference == "torch64" and result.backend_info["device"].startswith("cuda")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("example_11_gpu", example)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    records = assert_conv_function(mod.kernel(), "resnet_50", directions=("fprop", "dgrad", "wgrad"), mb=8, device="cuda")
+    assert len(records) == 60
+    bad = check_conv_function(mod.kernel("tf32"), ["mb8ic512ih7oc512oh7kh3ph1"], directions=("fprop", "wgrad"), device="cuda")
+    assert [r["status"] for r in bad] == ["failed", "failed"]

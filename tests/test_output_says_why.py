@@ -63,7 +63,7 @@ def test_every_unchecked_record_shows_its_whole_reason_with_its_number(tmp_path)
         assert message in summary, (message, summary)  # the summary, whole
         assert f"#{number} " in err and f"#{number} " in summary
     # the refused 3-D problem is named once in its summary entry, not again in its reason
-    entry = summary[summary.index(f"#1 "):summary.index("#2 ")]
+    entry = summary[summary.index("#1 "):summary.index("#2 ")]
     assert entry.count(recs[0]["problem"]) == 1, entry
     assert "unknown entry 'garbage' at position 0" in done.stderr  # the user's text as written
 

@@ -27,10 +27,24 @@ _MODULES = {
 NAMES = tuple(_MODULES)
 
 
+def is_user_function(name: str) -> bool:
+    """Whether ``name`` is a user's convolution (``FILE.py:NAME``, ``package.module:NAME``, or a
+    registered callable): :mod:`convcheck.backends.user_function`."""
+    from .user_function import is_user_function as named
+
+    return name not in _MODULES and named(name)
+
+
 def module(name: str):
-    if name not in _MODULES:
-        raise BadInput(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}")
-    return importlib.import_module(_MODULES[name])
+    """The backend ``name``: one of ``NAMES``, or a user's function (its backend object)."""
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
+    if is_user_function(name):
+        from .user_function import load
+
+        return load(name)
+    raise BadInput(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}, "
+                   "or your function as path/to/file.py:NAME or package.module:NAME")
 
 
 def unavailable_reason(name: str, device: str) -> str | None:

@@ -141,8 +141,9 @@ def compute(problem: ConvProblem, x, w, dy=None, bias=None):
         return dw, f"autograd of conv{nd}d (asymmetric padding)"
 
 
-def run(problem: ConvProblem, inputs, device: str = "cpu"):
-    """Returns (result torch tensor on ``device``, info dict)."""
+def as_checked(problem: ConvProblem, inputs, device: str):
+    """(x, w, dy, bias) as torch tensors on ``device`` in the checked storage type, stored
+    channels-last where the problem asks (what any implementation under test is handed)."""
     import torch
 
     storage = dtypes.torch_dtype(problem.dtype)
@@ -155,8 +156,14 @@ def run(problem: ConvProblem, inputs, device: str = "cpu"):
         t = t.to(device=device, dtype=storage)
         return to_layout(t, channels_last) if t.dim() > 2 else t
 
+    return put(inputs.x), put(inputs.w), put(inputs.dy), put(inputs.bias)
+
+
+def run(problem: ConvProblem, inputs, device: str = "cpu"):
+    """Returns (result torch tensor on ``device``, info dict)."""
+    storage = dtypes.torch_dtype(problem.dtype)
     with torch_conv_math(tf32=problem.dtype == "tf32"):
-        x, w, dy, bias = put(inputs.x), put(inputs.w), put(inputs.dy), put(inputs.bias)
+        x, w, dy, bias = as_checked(problem, inputs, device)
         y, how = compute(problem, x, w, dy, bias)
         info = {
             "implementation": how,

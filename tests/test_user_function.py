@@ -1,0 +1,195 @@
+"""Your own convolution function as the implementation under test (issue: test it the way
+convcheck tests cuDNN). The function is the example's unfold + matmul kernel, run for real."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+
+from convcheck import assert_conv_function, check_conv_function, parse_descriptor
+from convcheck.backends import user_function
+from convcheck.fill import make_inputs
+from convcheck.strategies import conv_problems
+
+from .conftest import REPO, run_cli
+
+EXAMPLE = REPO / "examples" / "11_your_conv_function.py"
+ALL = ("fprop", "dgrad", "wgrad")
+_spec = importlib.util.spec_from_file_location("example_11", EXAMPLE)
+example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(example)
+
+
+@pytest.mark.parametrize("direction,name", [("fprop", "conv2d"), ("dgrad", "conv2d_input"), ("wgrad", "conv2d_weight")])
+def test_a_correct_kernel_passes_the_resnet_50_sweep_at_batch_8(tmp_path, cases_dir, direction, name):
+    out = tmp_path / "mine.jsonl"
+    done = run_cli("sweep", "--batch", str(cases_dir / "shapes_resnet_50"), "--mb", "8", "--direction", direction,
+                   "--backend", f"{EXAMPLE}:{name}", "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(recs) == 20 and all(r["status"] == "passed" for r in recs)
+    # every record names the function, and the hash of the file that defines it
+    info = recs[0]["backend_info"]
+    assert recs[0]["backend"] == f"{EXAMPLE}:{name}" and info["implementation"] == f"your function {EXAMPLE}:{name}"
+    assert len(info["sha256"]) == 64 and recs[0]["versions"]["user_function"].endswith(info["sha256"][:16])
+    assert recs[0]["fill"] == "exact" and recs[0]["reference"] == "numpy"
+
+
+def test_a_correct_kernel_passes_the_built_in_set_and_resnet_50_from_python():
+    recs = assert_conv_function(example.kernel(), directions=ALL, dims=(1, 2))
+    names = {r["name"] for r in recs}
+    assert {"1-D", "groups 4", "depthwise", "negative back padding", "padding larger than the kernel",
+            "output width 1", "asymmetric padding (back smaller)"} <= names
+    assert len(assert_conv_function(example.kernel(), "resnet_50", directions=ALL, mb=2)) == 60
+
+
+def _bits(problem, rec, fn):
+    """The kernel's output on the check's own inputs (the record's seed and fill), as int32 bits."""
+    from convcheck.backends import torch_conv
+
+    inputs = make_inputs(problem, rec["seed"], kind=rec["fill"])
+    x, w, dy, bias = torch_conv.as_checked(problem, inputs, "cpu")
+    return user_function.compute(problem, fn, x, w, dy, bias)
+
+
+@pytest.mark.parametrize("bug", ["tf32", "bf16-accumulation", "padding", "stride"])
+def test_each_bug_fails_on_every_resnet_50_layer_where_it_changes_the_answer(bug):
+    correct, buggy = example.kernel(), example.kernel(bug)
+    recs = check_conv_function(buggy, "resnet_50", directions=ALL, mb=2)
+    changed = caught = 0
+    for rec in recs:
+        p = parse_descriptor(rec["problem"], direction=rec["direction"])
+        right, wrong = _bits(p, rec, correct[p.direction]), _bits(p, rec, buggy[p.direction])
+        if tuple(wrong.shape) == tuple(right.shape) and torch.equal(wrong, right):
+            assert rec["status"] == "passed", (bug, rec["problem"], rec["direction"])
+        else:
+            changed += 1
+            caught += rec["status"] == "failed"
+            assert rec["status"] == "failed", (bug, rec["problem"], rec["direction"], rec["status"], rec.get("message"))
+    # measured: TF32 and bf16 accumulation change all 60 checks (20 layers x 3 directions), the padding
+    # bug the 12 of the 4 padded layers, the stride bug 21 (the stride-2 layers; 1x1 stride-2 dgrad too)
+    assert changed == {"tf32": 60, "bf16-accumulation": 60, "padding": 12, "stride": 21}[bug] and caught == changed
+
+
+def test_the_assert_names_every_failing_problem_with_its_worst_element():
+    deep = ['mb2ic256ih14oc256oh14kh3ph1n"depth 2304"', 'mb2ic32ih14oc64oh14kh1ph0n"1x1"']
+    with pytest.raises(AssertionError) as e:
+        assert_conv_function(example.kernel("tf32"), deep, directions=("fprop", "wgrad"))
+    text = str(e.value)
+    assert text.startswith("4 of 4 checks of your convolution failed:")
+    assert text.count("depth 2304 [") == 2 and "worst element (" in text and "error/allowed inf" in text
+    assert "first mismatch" in text and "(exact bound, seed 0)" in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(problem=conv_problems(dims=(1, 2), directions=ALL))
+def test_the_strategy_draws_problems_a_correct_kernel_passes(problem):
+    recs = check_conv_function(example.kernel(), [problem], directions=(problem.direction,))
+    assert [r["status"] for r in recs] in (["passed"], ["mistrusted"]), recs[0].get("message")
+
+
+@settings(max_examples=30, deadline=None)
+@given(problem=conv_problems(dims=(1, 2, 3)))
+def test_the_strategy_s_problems_are_valid_for_torch(problem):
+    assert all(o >= 1 for o in problem.output) and problem.ic % problem.groups == 0
+    assert [r["status"] for r in check_conv_function({1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[problem.ndim], [problem])] \
+        in (["passed"], ["mistrusted"])
+
+
+def test_a_plant_wraps_your_function_and_model_takes_plant_too(tmp_path):
+    planted = run_cli("check", "mb2ic64ih14oc64oh14kh3ph1", "--backend", f"{EXAMPLE}:conv2d", "--plant", "padding")
+    assert planted.returncode == 1 and "PLANTED BUG: padding" in planted.stdout, planted.stdout + planted.stderr
+    model = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "2,3,16,16", "--plant", "padding", "--quiet")
+    assert model.returncode == 1 and "failed" in model.stdout, model.stdout + model.stderr
+    mine = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "2,3,16,16", "--quiet",
+                   "--backend", f"{EXAMPLE}:conv2d")
+    assert mine.returncode == 0, mine.stdout + mine.stderr
+
+
+BAD = '''
+import torch
+import torch.nn.functional as F
+
+def raises(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    raise ValueError("no tile for this shape")
+
+def wrong_shape(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return F.conv2d(input, weight, bias, stride, padding, dilation, groups)[..., :-1]
+
+def wrong_dtype(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return F.conv2d(input, weight, bias, stride, padding, dilation, groups).double()
+
+def not_a_tensor(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return F.conv2d(input, weight, bias, stride, padding, dilation, groups).numpy()
+
+def two_args(a, b):
+    return a
+
+NUMBER = 3
+'''
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("raises", "raised ValueError: no tile for this shape (on mb2ic8ih9"),
+    ("wrong_shape", "returned shape (2, 8, 9, 8); the fprop of mb2ic8ih9"),
+    ("wrong_dtype", "returned float64; a fp32 check expects float32"),
+    ("not_a_tensor", "returned a ndarray; expected a torch.Tensor"),
+    ("two_args", "it takes (a, b); expected 7 positional arguments"),
+    ("NUMBER", "int is not callable"),
+    ("missing", "has no 'missing'"),
+])
+def test_every_mistake_in_your_function_is_one_line(tmp_path, name, expected):
+    bad = tmp_path / "bad.py"
+    bad.write_text(BAD)
+    done = run_cli("check", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{bad}:{name}")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    out = tmp_path / "s.jsonl"
+    sweep = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{bad}:{name}", "--out", str(out), "--quiet")
+    if name in ("two_args", "NUMBER", "missing"):  # the backend itself is wrong: the sweep stops at once
+        assert sweep.returncode == 2 and sweep.stderr.count("\n") == 1 and expected in sweep.stderr
+    else:  # the function failed on this problem: an error record naming it, the sweep goes on
+        rec = json.loads(out.read_text())
+        assert rec["status"] == "error" and expected in rec["message"] and sweep.returncode == 4
+
+
+def test_missing_files_and_wrong_names_are_one_line(tmp_path):
+    for backend, expected in ((f"{tmp_path}/none.py:f", "no such file"), ("not_a_module_xyz:f", "cannot import"),
+                              ("nonsense", "expected auto")):
+        done = run_cli("check", "mb2ic8ih9oc8oh9kh3ph1", "--backend", backend)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
+
+
+def test_a_changed_function_is_not_mistaken_for_the_same_one(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("import torch.nn.functional as F\nconv = F.conv2d\n")
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{mine}:conv", "--out", str(a), "--quiet").returncode == 0
+    mine.write_text("import torch.nn.functional as F\nconv = F.conv2d  # changed\n")
+    assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{mine}:conv", "--out", str(b), "--quiet").returncode == 0
+    ra, rb = (json.loads(p.read_text()) for p in (a, b))
+    assert ra["backend_info"]["sha256"] != rb["backend_info"]["sha256"]
+    diff = run_cli("diff", str(a), str(b))
+    assert "user_function" in diff.stdout, diff.stdout
+    rerun = run_cli("rerun", str(b), "--index", "1")
+    assert rerun.returncode == 0 and "reproduced exactly" in rerun.stderr, rerun.stderr
+
+
+def test_problems_can_be_named_listed_or_a_file(tmp_path):
+    batch = tmp_path / "b.txt"
+    batch.write_text("mb2ic8ih9oc8oh9kh3ph1\n")
+    assert len(check_conv_function(F.conv2d, str(batch))) == 1
+    assert len(check_conv_function(F.conv2d, ["mb2ic8ih9oc8oh9kh3ph1", parse_descriptor("mb1ic4ih5oc4oh5kh1ph0")])) == 2
+    from convcheck.errors import BadInput
+
+    with pytest.raises(BadInput, match="bundled: .*resnet_50"):
+        check_conv_function(F.conv2d, "resnet_5O")
+    with pytest.raises(BadInput, match="no problem to check"):
+        check_conv_function(F.conv2d, ["mb2ic8ih9oc8oh9kh3ph1"], dims=(3,))
+    np.testing.assert_equal(len(check_conv_function(F.conv2d, "1x1", mb=1)) > 0, True)
