@@ -75,9 +75,18 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
                    help="fprop (y from x, w), dgrad (dx from dy, w) or wgrad (dw from x, dy)")
     p.add_argument("--fuse", default="", metavar="OPS",
                    help=f"fused forward graph: 'bias', an activation ({', '.join(ACTIVATIONS)}) or both: --fuse bias,relu")
-    p.add_argument("--layout", default="nchw", type=str.lower,
-                   choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"),
+    p.add_argument("--layout", default="nchw", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}",
                    help="memory layout: channels first (nchw, also for 1-D/3-D) or channels last (nhwc)")
+
+
+LAYOUT_NAMES = ("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc")
+
+
+def _layout(text: str) -> str:
+    """A layout name in any case; a mistake is quoted as the user wrote it."""
+    if text.lower() in LAYOUT_NAMES:
+        return text.lower()
+    raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(LAYOUT_NAMES)} (any case)")
 
 
 def _backend(text: str) -> str:
@@ -99,7 +108,7 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     """What sweep and model share: the problem overrides, the check, the records, the workers."""
     w.add_argument("--mode", choices=("xcorr", "conv"))
     w.add_argument("--dtype", choices=DTYPES)
-    w.add_argument("--layout", type=str.lower, choices=("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc"))
+    w.add_argument("--layout", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}")
     w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--bound", choices=BOUNDS, default="auto")
     w.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",

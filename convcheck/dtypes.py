@@ -74,6 +74,14 @@ def round_fp16(x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
 
 
+def round_fp8(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to fp8 e4m3 (3 mantissa bits, nearest even; torch's float8_e4m3fn), as float32."""
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    return t.to(torch.float8_e4m3fn).to(torch.float32).numpy()
+
+
 def round_to(name: str, x: np.ndarray) -> np.ndarray:
     """``x`` (float32) rounded to the values type ``name`` can hold, as float32."""
     return {"fp32": lambda a: np.asarray(a, np.float32), "tf32": round_tf32, "fp16": round_fp16, "bf16": round_bf16}[name](x)

@@ -192,31 +192,93 @@ class _DeviceBits:
         return float(a.abs().max())
 
 
-#: Significant bits of the thinned operand of the precision-sensitive fill.
+#: Significant bits of the fine values of the precision-sensitive fill.
 PRECISE_BITS = {"fp32": 13, "tf32": 11}
 
 
+def fine_blocks(problem: ConvProblem) -> dict:
+    """Where the precision-sensitive fill puts its fine values (``m * 2^-b``; every other value is
+    +-1 or +-2): {role: (axis, its split, which half)} for a block of a tensor, ``"all"``, or absent.
+
+    A product of two fine values would have up to 26 significant bits (not exact in fp32), so
+    no product may take both; still each operand gets fine values, so that rounding *either*
+    one (TF32, bf16, fp8 weights) changes the answer. The sum's own split does it:
+
+    * fprop, y = sum over (c, tap) of x*w: x fine on the first half of each group's input
+      channels, w fine (for every output channel) on the second half;
+    * dgrad, dx = sum over (k, tap) of dy*w: dy fine on the first half of each group's output
+      channels, w fine on the second half;
+    * wgrad, dw = sum over (n, position) of dy*x: x fine on the first half of the images, dy
+      on the second half.
+
+    Every output then sums terms of both kinds. A sum that cannot be split (one channel per
+    group, one image) keeps the summed-over operand fine and the other coarse, as before."""
+    g = problem.groups
+    cg, kg = problem.ic // g, problem.oc // g
+    if problem.direction == "fprop" and cg >= 2:
+        return {"x": (1, (g, cg), 0), "w": (1, (cg,), 1)}  # x[:, group, :cg/2]; w[:, cg/2:]
+    if problem.direction == "dgrad" and kg >= 2:
+        return {"dy": (1, (g, kg), 0), "w": (0, (g, kg), 1)}  # dy[:, group, :kg/2]; w[group, kg/2:]
+    if problem.direction == "wgrad" and problem.mb >= 2:
+        return {"x": (0, (problem.mb,), 0), "dy": (0, (problem.mb,), 1)}  # x[:mb/2]; dy[mb/2:]
+    return {"dy" if problem.direction == "dgrad" else "x": "all"}
+
+
+def _block(shape, axis: int, split: tuple, half: int):
+    """(view shape, index) of the half ``half`` of the last factor of ``split`` along ``axis``:
+    ``split`` factors that axis (groups x channels per group), so each group is halved alike."""
+    view = tuple(shape[:axis]) + tuple(split) + tuple(shape[axis + 1:])
+    cut = split[-1] // 2
+    index = (slice(None),) * (axis + len(split) - 1) + (slice(0, cut) if half == 0 else slice(cut, None),)
+    return view, index
+
+
+def live_depth(problem: ConvProblem) -> int:
+    """At most how many terms of one output's sum can be non-zero: the accumulation depth
+    without the terms that only ever read padding (a window can read at most ceil(input /
+    dilation) real positions along an axis; a weight gradient sums at most ceil(input / stride)
+    output positions per tap). Padding far larger than the input is then not counted when the
+    exact fill chooses its density."""
+    g = problem.groups
+    axes = zip(problem.kernel, problem.cropped_input, problem.dilation, problem.stride, problem.output)
+    if problem.direction == "wgrad":
+        return problem.mb * math.prod(min(o, -(-i // s)) for k, i, d, s, o in axes)
+    if problem.direction == "dgrad":
+        return (problem.oc // g) * math.prod(problem.kernel)
+    return (problem.ic // g) * math.prod(min(k, -(-i // d)) for k, i, d, s, o in axes)
+
+
 def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
-    """Grid operands; the operand summed over (x for fprop/wgrad, dy for dgrad) is thinned.
-    ``source`` draws the random bits on the host or on a GPU; the rules are the same."""
+    """Grid operands (:func:`fine_blocks` says which values are fine); the operand summed over
+    (x for fprop/wgrad, dy for dgrad) is thinned. ``source`` draws the random bits on the host
+    or on a GPU; the rules are the same."""
     bits = PRECISE_BITS.get(problem.dtype)
     thinned = "dy" if problem.direction == "dgrad" else "x"
     if bits is not None:
         unit = 2.0 ** -bits
         limit = 2.0 ** (24 - bits)  # partial sums below 2^24 units of 2^-bits are exact in fp32
-        mean_term, max_term = 0.5 * 1.5, 2.0
+        mean_term, max_term = 0.5 * 1.5, 4.0
+        blocks = fine_blocks(problem)
+
+        def fine(shape):
+            # m * 2^-bits with m odd in (-2^bits, 2^bits): symmetric, never 0, and (for fp32) 12-13
+            # significant bits ending in a 1, which TF32, bf16 and fp8 must round. In place on
+            # 16-bit integers (the fill is as costly as the convolution otherwise).
+            m = source.int16(math.prod(shape))
+            m >>= 15 - bits
+            m |= 1
+            return source.scaled(m, unit).reshape(shape)
 
         def draw(shape, role):
-            count = math.prod(shape)
-            if role == thinned:
-                # m * 2^-bits with m odd in (-2^bits, 2^bits): symmetric, never 0, and (for fp32) 12-13
-                # significant bits ending in a 1, which TF32 and bf16 must round. In place on 16-bit
-                # integers (the fill is as costly as the convolution otherwise).
-                m = source.int16(count)
-                m >>= 15 - bits
-                m |= 1
-                return source.scaled(m, unit).reshape(shape)
-            return source.lookup([-2.0, -1.0, 1.0, 2.0], source.two_bits(count)).reshape(shape)
+            where = blocks.get(role)
+            if where == "all":
+                return fine(shape)
+            a = source.lookup([-2.0, -1.0, 1.0, 2.0], source.two_bits(math.prod(shape))).reshape(shape)
+            if where is not None:  # coarse everywhere, then fine on its block
+                view, index = _block(shape, *where)
+                part = a.reshape(view)
+                part[index] = fine(tuple(part[index].shape))
+            return a
     else:
         limit = 2.0 ** exact_digits(problem.dtype)
         mean_term, max_term = 1.2 * 1.2, float(EXACT_MAX * EXACT_MAX)
@@ -224,7 +286,7 @@ def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
         def draw(shape, role):
             return source.integers(-EXACT_MAX, EXACT_MAX, shape)
 
-    n = max(problem.accumulation_depth, 1)
+    n = max(live_depth(problem), 1)
     x, w = draw(problem.x_shape, "x"), draw(problem.w_shape, "w")
     dy = draw(problem.y_shape, "dy") if problem.direction != "fprop" else None
     bias = source.integers(-EXACT_MAX, EXACT_MAX, (problem.oc,)) if "bias" in problem.fuse else None

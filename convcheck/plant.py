@@ -27,6 +27,9 @@ from .problem import ConvProblem
 BUGS = {
     "tf32-inputs": "inputs rounded to TF32 although fp32 was asked",
     "bf16-inputs": "inputs rounded to bf16",
+    "tf32-weights": "one operand alone rounded to TF32: the weights (wgrad: the output gradient)",
+    "bf16-weights": "one operand alone rounded to bf16: the weights (wgrad: the output gradient)",
+    "fp8-weights": "one operand alone rounded to fp8 e4m3: the weights (wgrad: the output gradient)",
     "fp16-output": "output rounded to fp16 although a wider type was asked",
     "fp16-accumulation": "products summed in an fp16 accumulator instead of fp32",
     "drop-channel": "input channel 0 read as zeros",
@@ -60,9 +63,9 @@ def applies(bug: str, problem: ConvProblem) -> str | None:
         return "dgrad does not read the input x"
     if bug == "fp16-accumulation" and problem.fuse:
         return "emulated for the plain convolution only (no fused epilogue)"
-    if bug == "tf32-inputs" and problem.dtype not in ("fp32",):
+    if bug in ("tf32-inputs", "tf32-weights") and problem.dtype not in ("fp32",):
         return f"{problem.dtype} inputs already hold at most TF32 precision"
-    if bug == "bf16-inputs" and problem.dtype == "bf16":
+    if bug in ("bf16-inputs", "bf16-weights") and problem.dtype == "bf16":
         return "bf16 inputs are already bf16"
     if bug == "fp16-output" and problem.dtype in ("fp16", "bf16"):
         return f"a {problem.dtype} output is not wider than fp16"
@@ -211,6 +214,10 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
         rnd = dtypes.round_tf32 if bug == "tf32-inputs" else dtypes.round_bf16
         return Planted(problem, replace(inputs, **{k: rnd(getattr(inputs, k)) for k in ("x", "w", "dy", "bias")
                                                    if getattr(inputs, k) is not None}), _identity)
+    if bug in ("tf32-weights", "bf16-weights", "fp8-weights"):
+        rnd = {"tf32-weights": dtypes.round_tf32, "bf16-weights": dtypes.round_bf16, "fp8-weights": dtypes.round_fp8}[bug]
+        role = "dy" if problem.direction == "wgrad" else "w"  # the operand besides the one summed over
+        return Planted(problem, replace(inputs, **{role: rnd(getattr(inputs, role))}), _identity)
     if bug == "fp16-output":
         return Planted(problem, inputs, _fp16_output)
     if bug == "fp16-accumulation":

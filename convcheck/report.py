@@ -132,15 +132,15 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
     for r in records:
         counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
     rows = []
-    for i, r in enumerate(records):
+    for i, r in enumerate(records):  # numbered from 1, as the sweep's progress, its summary and rerun --index
         outside = f"{r.get('outside')}/{r.get('total')}" if r.get("total") is not None else None
         rows.append(
-            f"<tr class='{html.escape(str(r.get('status')))}'><td data-v='{i}'>{i}</td>" + "".join([
+            f"<tr class='{html.escape(str(r.get('status')))}'><td data-v='{i + 1}'>{i + 1}</td>" + "".join([
                 _cell(r.get("status")), _cell(record_label(r)), _cell(r.get("dtype")), _cell(r.get("layout")),
                 _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
                 _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
-                _cell((r.get("message") or "")[:160] or None)]) + "</tr>")
+                _cell(r.get("message") or None)]) + "</tr>")  # the whole reason
     ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
     cases = []
     for i in [i for i in ranked if records[i].get("status") in ("failed", "mistrusted", "passed")][:pictures]:
@@ -150,7 +150,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
         except Exception as e:  # a record that cannot be re-run here (e.g. cuDNN without a GPU)
             pngs, remark = [], f"no picture: {type(e).__name__}: {e}"
         imgs = "".join(f"<img alt='error picture' src='{p}'>" for p in pngs)
-        cases.append(f"<div class='case' id='case{i}'><h3>#{i} {html.escape(str(r.get('status')))}: "
+        cases.append(f"<div class='case' id='case{i + 1}'><h3>#{i + 1} {html.escape(str(r.get('status')))}: "
                      f"{html.escape(record_label(r))} {html.escape(str(r.get('dtype')))}</h3>"
                      f"<p>{html.escape(remark)}</p>{imgs}</div>")
     versions = next((r.get("versions") for r in records if r.get("versions")), {})
@@ -160,7 +160,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
 <h1>{html.escape(title)}</h1>
 <p class='counts'>{''.join(f"<span>{html.escape(str(k))}: <b>{v}</b></span>" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))}
 <span>records: <b>{len(records)}</b></span></p>
-<p>versions: {html.escape(json.dumps({k: versions.get(k) for k in ('convcheck', 'torch', 'cudnn (torch)', 'cudnn_frontend', 'cudnn_backend (frontend)', 'gpu') if k in versions}))}</p>
+<p>versions: {html.escape(json.dumps({k: versions.get(k) for k in ('convcheck', 'torch', 'cudnn (torch)', 'cudnn_frontend', 'cudnn_backend (frontend)', 'gpu', 'user_function') if k in versions}))}</p>
 <h2>Every problem</h2><p>Click a column to sort.</p>
 <table id='records'><thead><tr>{''.join(f"<th onclick='sortTable({j})'>{html.escape(c)}</th>" for j, c in enumerate(COLUMNS))}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>

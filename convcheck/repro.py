@@ -23,6 +23,7 @@ from . import __version__
 from .bound import ElementwiseBound, LessonBound, make_bound, resolve as resolve_bound
 from .convmath import LEAKY_SLOPE
 from .errors import BadInput
+from .fill import fine_blocks, live_depth
 from .problem import ConvProblem
 
 #: The implementations the script's bound is for: cuDNN under test, torch's float64 reference.
@@ -46,7 +47,7 @@ def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: boo
 
 def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, density: float = 1.0,
            fill_device: str = "cuda", bound: str | None = None, engine: str | None = None,
-           heuristics=("A", "FALLBACK"), judged_as: str = "", data_files: dict | None = None,
+           heuristics=("A", "FALLBACK"), judged_as: str = "", every_plan: bool = False, data_files: dict | None = None,
            source: str = "", file_name: str = "repro.py") -> str:
     """The script's text for ``problem``.
 
@@ -54,7 +55,8 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
     and ``fill_device`` as the record says (the seed reproduces the inputs on the kind of device
     that drew them); ``bound``: the one that judged (default ``auto``); ``engine``: a plan's
     name, or None for the heuristics' first plan that builds; ``judged_as``: a record's "tf32
-    ..." for an engine that down-converts fp32 inputs (judged by the TF32 bound);
+    ..." for an engine that down-converts fp32 inputs (judged by the TF32 bound); ``every_plan``:
+    the record is one plan of a check of every engine (the plans are not filtered by their notes);
     ``data_files``: role -> .npy name, for given data."""
     data = "given" if fill == "given" else "random"
     bound_name = resolve_bound(bound, problem, data)
@@ -72,8 +74,9 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
         "STRIDE": list(problem.stride), "DILATION": list(problem.dilation),
         "PRE_PADDING": list(problem.pad_pre), "POST_PADDING": list(problem.pad_post),
         "CROPPED": list(problem.cropped_input), "DEPTH": problem.accumulation_depth,
+        "LIVE_DEPTH": live_depth(problem), "FINE_BLOCKS": fine_blocks(problem),
         "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
-        "LEAKY_SLOPE": LEAKY_SLOPE, "ENGINE": engine, "HEURISTICS": [h.upper() for h in heuristics],
+        "LEAKY_SLOPE": LEAKY_SLOPE, "ENGINE": engine, "EVERY_PLAN": bool(every_plan), "HEURISTICS": [h.upper() for h in heuristics],
         "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
         "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": tuple(float(t) for t in terms),
         "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text,
@@ -100,7 +103,8 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
     return script(problem, seed=int(rec.get("seed") or 0), fill=rec.get("fill") or None,
                   density=float(rec.get("density") or 1.0), fill_device=rec.get("fill_device") or "cpu",
                   bound=judged_bound, engine=info.get("engine") if rec.get("backend") == "cudnn" else None,
-                  heuristics=info.get("heuristics") or ("A", "FALLBACK"), judged_as=rec.get("judged_as") or "",
+                  heuristics=info.get("heuristics") or rec.get("heuristics") or ("A", "FALLBACK"),
+                  judged_as=rec.get("judged_as") or "", every_plan=bool(rec.get("engine")),
                   source=f"the record of {record_label(rec)} ({rec.get('status')}){where}", file_name=file_name)
 
 

@@ -39,6 +39,7 @@ LEAKY_SLOPE = 0.01
 
 # ---------------------------------------------------------------- what the check chose
 ENGINE = None  # a plan's name, or None: the first plan the heuristics offer that builds
+EVERY_PLAN = False  # True: one plan of a check of every engine (no numerical-note filter, as there)
 HEURISTICS = ['A', 'FALLBACK']
 SEED, FILL, DENSITY, FILL_DEVICE = 0, 'exact', 1.0, 'cuda'
 DATA_FILES = {}  # given data: .npy files beside this script (role -> file name)
@@ -50,6 +51,8 @@ BOUND_TEXT = 'exact: only identical outputs pass (every partial sum of the exact
 ND = len(INPUT)
 CROPPED = [14, 14]  # the input rows the convolution reads (fewer than INPUT after a negative back padding)
 DEPTH = 144  # terms summed per output: (C/g)*kernel (fprop), (K/g)*kernel (dgrad), N*output (wgrad)
+LIVE_DEPTH = 144  # of those, at most how many can read real input (not padding)
+FINE_BLOCKS = {'x': (1, (1, 16), 0), 'w': (1, (16,), 1)}  # exact fill: role -> (axis, its split, half) holding fine values, or "all"
 X_SHAPE, W_SHAPE, Y_SHAPE = [N, C, *INPUT], [K, C // GROUPS, *KERNEL], [N, K, *OUTPUT]
 STORAGE = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[DTYPE]
 
@@ -190,9 +193,10 @@ def to_storage(t):
 def make_inputs(device="cuda"):
     """{role: float32 array}. ``random``: uniform in [-1, 1) (rounded to fp16/bf16 for those).
     ``exact``: values on a grid whose every partial sum is exact in fp32, so every correct
-    summation order gives the same bits: the operand summed over holds odd multiples of 2^-13
-    (fp32; 2^-11 for TF32), which TF32 and bf16 must round; the others +-1, +-2 (fp16/bf16:
-    integers in [-2, 2]); it is thinned to DENSITY (the recorded value) so sums stay small.
+    summation order gives the same bits: fine values, odd multiples of 2^-13 (fp32; 2^-11 for
+    TF32), which TF32, bf16 and fp8 must round, and coarse ones, +-1 and +-2 (fp16/bf16:
+    integers in [-2, 2]); the operand summed over is thinned to DENSITY (the recorded value)
+    so sums stay small.
     ``given``: the .npy files beside this script."""
     if FILL == "given":
         import os
@@ -210,15 +214,29 @@ def make_inputs(device="cuda"):
     thinned = "DY" if DIRECTION == "dgrad" else "X"
     if DTYPE in ("fp32", "tf32"):
         b = 13 if DTYPE == "fp32" else 11
-        limit, max_term = 2.0 ** (24 - b), 2.0
+        limit, max_term = 2.0 ** (24 - b), 4.0
+
+        def fine(shape):  # odd multiples of 2^-b: 12-13 significant bits for fp32
+            m = bits.int16(math.prod(shape))
+            m >>= 15 - b
+            m |= 1
+            return bits.scaled(m, 2.0 ** -b).reshape(shape)
 
         def draw(shape, role):
-            if role == thinned:
-                m = bits.int16(math.prod(shape))
-                m >>= 15 - b
-                m |= 1
-                return bits.scaled(m, 2.0 ** -b).reshape(shape)
-            return bits.lookup([-2.0, -1.0, 1.0, 2.0], bits.two_bits(math.prod(shape))).reshape(shape)
+            # FINE_BLOCKS: where an operand holds fine values (no product takes two of them, so
+            # every partial sum stays exact; each operand has some, so rounding either shows)
+            where = FINE_BLOCKS.get(role.lower())
+            if where == "all":
+                return fine(shape)
+            a = bits.lookup([-2.0, -1.0, 1.0, 2.0], bits.two_bits(math.prod(shape))).reshape(shape)
+            if where is not None:  # coarse everywhere, then fine on half of one axis (per group)
+                axis, split, half = where
+                view = tuple(shape[:axis]) + tuple(split) + tuple(shape[axis + 1:])
+                cut = split[-1] // 2
+                index = (slice(None),) * (axis + len(split) - 1) + (slice(0, cut) if half == 0 else slice(cut, None),)
+                part = a.reshape(view)
+                part[index] = fine(tuple(part[index].shape))
+            return a
     else:
         limit, max_term = 2.0 ** min(24, 11 if DTYPE == "fp16" else 8), 4.0
 
@@ -229,7 +247,7 @@ def make_inputs(device="cuda"):
         inputs["DY"] = draw(Y_SHAPE, "DY")
     if BIAS:
         inputs["B"] = bits.integers(-2, 2, [K])
-    if max(DEPTH, 1) * max_term > limit - (2 if BIAS else 0):  # sums could leave the exact range: thinned
+    if max(LIVE_DEPTH, 1) * max_term > limit - (2 if BIAS else 0):  # sums could leave the exact range: thinned
         full = inputs[thinned]
         inputs[thinned] = bits.where(bits.keep(tuple(full.shape), DENSITY), full)
     return inputs
@@ -325,9 +343,9 @@ def main():
     graph.create_execution_plans([getattr(cudnn.heur_mode, h) for h in HEURISTICS])
     # fp32 means IEEE fp32: engines that read fp32 inputs as TF32 (tensor cores, 10-bit
     # mantissa) carry these numerical notes and are removed; tf32 asks for them on purpose.
-    if DTYPE == "fp32":
+    if DTYPE == "fp32" and not EVERY_PLAN:
         graph.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
-    elif DTYPE == "tf32":
+    elif DTYPE == "tf32" and not EVERY_PLAN:
         graph.select_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
     count = graph.get_execution_plan_count()
     names = [graph.get_plan_name_at_index(i) for i in range(count)]

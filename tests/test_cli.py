@@ -92,7 +92,7 @@ def test_mb_override_and_numpy_under_test():
     (["check", "ic16ih2oc8kh3"], "oh=0 <= 0"),
     (["check", DESC, "--mb", "0"], "--mb: must be at least 1"),
     (["check", DESC, "--backend", "torch", "--reference", "torch"], "must differ"),
-    (["check", DESC, "--backend", "bogus"], "invalid choice"),
+    (["check", DESC, "--backend", "bogus"], "'bogus': expected auto"),
     (["lesson", "/nonexistent/dir"], "not a directory"),
     (["check", "g2mb2ic4ih9oc4oh9kh3ph1", "--save-lesson", "/tmp/x"], "cannot be written as the lesson"),
 ])

@@ -90,6 +90,12 @@ def test_an_unsupported_model_layer_says_why_in_its_progress_line(tmp_path):
     assert "padding_mode='reflect'" in reason.split("[2/2]")[0]
 
 
+def test_an_option_value_is_quoted_as_written():
+    done = run_cli("check", LESSON, "--layout", "NHCW")
+    assert done.returncode == 2 and "'NHCW'" in done.stderr and done.stderr.count("\n") == 1
+    assert run_cli("check", LESSON, "--layout", "NHWC").returncode == 0
+
+
 def test_a_deduced_back_padding_unlike_the_front_one_is_shown():
     typo = run_cli("check", "mb2ic16ih14oc8oh14kh30ph1")  # kh30 for kh3
     assert "padding   front 1x1, back 28x28" in typo.stdout

@@ -26,7 +26,8 @@ from convcheck.random_problems import random_problems
 
 LOGIC_BUGS = ("drop-channel", "padding", "flip", "dilation", "group-mix", "nhwc-as-nchw", "row-unwritten", "element")
 PRECISION_BUGS = ("tf32-inputs", "bf16-inputs", "fp16-output", "fp16-accumulation")
-assert set(LOGIC_BUGS) | set(PRECISION_BUGS) == set(BUGS)
+ONE_OPERAND_BUGS = ("tf32-weights", "bf16-weights", "fp8-weights")  # the operand besides the summed-over one
+assert set(LOGIC_BUGS) | set(PRECISION_BUGS) | set(ONE_OPERAND_BUGS) == set(BUGS)
 
 PER_DTYPE = 16
 VISIBLE = 1e-3  # a bug that moves the answer by less than 0.1% of its size is not a planted "wrong answer"
@@ -111,3 +112,29 @@ def test_a_real_torch_cpu_bf16_bug_is_caught_and_a_correct_peer_passes():
     y, _ = torch_conv.run(p, inputs, "cpu")
     torch_wrong = float(np.abs(y.double().numpy() - truth).max()) > 1e-2 * float(np.abs(truth).max())
     assert _run(p, inputs, "elementwise").status == ("failed" if torch_wrong else "passed")
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_default_fp32_check_sees_either_operand_rounded_alone(direction):
+    """The exact fill puts fine values (12-13 significant bits) in both operands, never two in one
+    product: rounding the weights alone (wgrad: the output gradient) to TF32, bf16 or fp8 changes
+    the answer, and the default verdict fails it, wherever the fill could be split (two channels
+    per group to sum over, or two images)."""
+    from convcheck.errors import BadInput
+
+    checked = invisible = 0
+    for i, base in enumerate(random_problems(24, seed=31, dtype="fp32")):
+        p = base.with_(direction=direction)
+        splittable = (p.ic // p.groups if direction == "fprop" else p.oc // p.groups if direction == "dgrad" else p.mb) >= 2
+        for bug in ONE_OPERAND_BUGS + ("tf32-inputs",):
+            if applies(bug, p) or not (splittable or bug == "tf32-inputs"):
+                continue
+            try:
+                r = run_check(p, backend="torch", reference="numpy", device="cpu", plant=bug, seed=i)
+            except BadInput as e:  # refused: on these inputs the bug changes nothing (tiny, sparse problems)
+                assert e.option == "plant"
+                invisible += 1
+                continue
+            assert r.status == "failed", (bug, str(p), r.status, r.message)
+            checked += 1
+    assert checked >= 40 and invisible <= checked // 10, (checked, invisible)

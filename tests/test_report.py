@@ -38,7 +38,7 @@ def test_page_is_self_contained_with_pictures(report):
     assert text.count("<tr class=") == 9
     assert len(re.findall(r"src='data:image/png;base64,", text)) == 6  # 3 cases x (map + histogram)
     assert "http://" not in text and "https://" not in text  # nothing to fetch
-    assert "#8 failed" in text  # the planted failure is drawn first
+    assert "#9 failed" in text  # the planted failure (the 9th record) is drawn first
 
 
 def _chromium(*args, timeout=90):

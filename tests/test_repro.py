@@ -205,3 +205,20 @@ def test_the_example_script_is_what_convcheck_generates_today():
     assert done.returncode == 0
     assert EXAMPLE.read_text() == done.stdout, (
         "regenerate it: convcheck graph mb2ic16ih14oc8oh14kh3ph1 --python > examples/10_repro_lesson.py")
+
+
+def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tmp_path):
+    """A record of `sweep --all-engines` names its plan; a TF32 plan of an fp32 graph was judged by
+    the TF32 bound: the script selects that plan without the fp32 note filter, and uses that bound."""
+    from convcheck import run_check
+    from convcheck.repro import from_record
+
+    rec = run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound="elementwise").record()
+    rec.update(backend="cudnn", engine="eng38_k2=1", judged_as="tf32 (engine down-converts fp32 inputs)",
+               backend_info={"engine": "eng38_k2=1", "heuristics": ["A", "FALLBACK"]}, fill_device="cuda")
+    mod = load(from_record(rec), tmp_path / "plan.py")
+    assert (mod.ENGINE, mod.EVERY_PLAN, mod.FILL_DEVICE, mod.BOUND) == ("eng38_k2=1", True, "cuda", "elementwise")
+    tf32 = make_bound("elementwise", parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", dtype="tf32"), ("cudnn", "torch64"))
+    assert mod.BOUND_TERMS == tuple(tf32.terms())
+    plain = load(from_record(run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")).record()), tmp_path / "p.py")
+    assert plain.EVERY_PLAN is False and plain.ENGINE is None

@@ -192,6 +192,15 @@ def graph_for(problem: ConvProblem) -> ConvGraph:
     return build_graph(cudnn, problem, host_descriptors(problem))
 
 
+def graph_text_or_why(problem: ConvProblem) -> str:
+    """The problem's graph as the frontend prints it (JSON), or one line saying why it cannot be
+    shown here (no frontend): what the examples print, with or without cuDNN."""
+    try:
+        return fc.graph_text(graph_for(problem).graph)
+    except Exception as e:
+        return f"(cuDNN graph not shown: {type(e).__name__}: {e})"
+
+
 # ---------------------------------------------------------------------------- execution
 
 
