@@ -13,7 +13,8 @@ Correct answers (every one must pass):
 Planted bugs:
   * every bug of convcheck.plant on --bug-problems random problems, where it applies and
     visibly changes the answer (effect >= 1e-3 of max|y|; precision bugs at any effect);
-  * tf32-inputs, bf16-inputs and fp16-accumulation in fp32 checks of every layer of
+  * tf32-inputs, bf16-inputs, fp16-accumulation and one operand alone rounded to TF32, bf16
+    or fp8 (tf32/bf16/fp8-weights) in fp32 checks of every layer of
     shapes_resnet_50 in fprop, dgrad and wgrad at each --mb (default 1 and 8), and wgrad at
     --deep-mb (default 32) on the 56x56 layers (100k terms), where the plant changes the
     answer on that bound's fill.
@@ -50,8 +51,8 @@ from convcheck.random_problems import random_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BOUNDS = ("auto", "elementwise", "exact", "lesson")
-PRECISION = {"tf32-inputs", "bf16-inputs", "fp16-output", "fp16-accumulation"}
-LAYER_BUGS = ("tf32-inputs", "bf16-inputs", "fp16-accumulation")
+PRECISION = {"tf32-inputs", "bf16-inputs", "fp16-output", "fp16-accumulation", "tf32-weights", "bf16-weights", "fp8-weights"}
+LAYER_BUGS = ("tf32-inputs", "bf16-inputs", "fp16-accumulation", "tf32-weights", "bf16-weights", "fp8-weights")
 BINS = ((1, 100), (100, 1000), (1000, 10_000), (10_000, 100_000), (100_000, math.inf))
 DIRECTIONS = ("fprop", "dgrad", "wgrad")
 

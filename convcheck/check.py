@@ -401,7 +401,7 @@ def run_check(
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, reference, device)
-    require_fits(problem, {plan.backend_device, plan.reference_device}, max_memory)  # before any allocation
+    require_fits(problem, {plan.backend_device, plan.reference_device}, max_memory, plan.reference)  # before any allocation
     options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":

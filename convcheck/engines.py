@@ -52,7 +52,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
                        f"not {reference!r}", option="reference")
     backends.require("cudnn", "cuda")
     backends.require(reference, "cuda")
-    require_fits(problem, ("cuda",), max_memory)
+    require_fits(problem, ("cuda",), max_memory, reference)
     bound_name = resolve_bound(bound, problem)
     heuristics = tuple(heuristics or cudnn_graph.HEURISTICS)
     plan = Plan("cudnn", "cuda", reference, "cuda")

@@ -45,12 +45,20 @@ def human(n: float) -> str:
     return f"{n:.1f} PiB"  # pragma: no cover
 
 
-def estimate(problem) -> int:
-    """Bytes one check of ``problem`` holds at its peak, on each device it uses."""
+def native_columns(problem) -> int:
+    """Bytes of the column buffer torch's native float64 convolution (the ``torch64`` reference,
+    cuDNN disabled) holds for one image and group: (C/g) x kernel taps x output positions."""
+    return (problem.ic // problem.groups) * math.prod(problem.kernel) * math.prod(problem.output) * 8
+
+
+def estimate(problem, reference: str | None = None) -> int:
+    """Bytes one check of ``problem`` holds at its peak, on each device it uses (with the
+    ``torch64`` reference, its native kernels' column buffer too)."""
     inputs = math.prod(problem.x_shape) + math.prod(problem.w_shape)
     if problem.direction != "fprop":
         inputs += math.prod(problem.y_shape)
-    return inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + FIXED_OVERHEAD
+    columns = native_columns(problem) if reference == "torch64" else 0
+    return inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + FIXED_OVERHEAD + columns
 
 
 def available_host() -> int | None:
@@ -83,9 +91,9 @@ class TooLarge(BadInput):
     """The problem would not fit in memory: refused before anything is allocated."""
 
 
-def require_fits(problem, devices=("cpu",), max_memory: int | None = None) -> int:
+def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None) -> int:
     """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
-    need = estimate(problem)
+    need = estimate(problem, reference)
     limits = []
     if max_memory is not None:
         limits.append((max_memory, "the given memory limit"))

@@ -162,3 +162,14 @@ def test_the_lesson_is_recomputed_in_float64_unless_its_own_rule_is_asked(tmp_pa
     assert lesson["reference"] == "torch" and lesson["reference_info"]["dtype"] == "float32"
     literal = json.loads(run_cli("lesson", str(tmp_path), "--json", "--reference", "torch").stdout)
     assert literal["reference"] == "torch" and literal["status"] == "passed"
+
+
+def test_the_float64_reference_s_columns_count_in_the_memory_estimate():
+    from convcheck.memory import TooLarge, estimate, native_columns
+
+    p = parse_descriptor("mb2ic64ih56oc64oh56kh3ph1")
+    assert estimate(p, "torch64") - estimate(p) == native_columns(p) == 64 * 9 * 56 * 56 * 8
+    limit = estimate(p) + native_columns(p) // 2  # enough for the NumPy reference, not for torch64's columns
+    assert run_check(p, reference="numpy", max_memory=limit).status == "passed"
+    with pytest.raises(TooLarge):
+        run_check(p, reference="torch64", max_memory=limit)

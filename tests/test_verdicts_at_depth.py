@@ -210,3 +210,28 @@ def test_an_output_whose_true_value_overflows_expects_infinity():
 def test_fp32_products_flush_allowance_is_per_product():
     b = make_bound("elementwise", parse_descriptor("mb1ic100ih1oc1oh1kh1ph0"), ("torch", "numpy"))
     assert b._totals()[3] >= 100 * 2.0 ** -126
+
+
+def test_the_exact_fill_sees_rounded_weights_alone():
+    """Reproducer of the exact fill's blind operand: weights alone rounded to fp8, bf16 or TF32
+    changed no bit while only the summed-over operand held fine values; now they fail the
+    default verdict against the float64 convolution."""
+    import torch.nn.functional as F
+
+    from convcheck import dtypes
+    from convcheck.bound import ExactBound
+
+    inputs = make_inputs(parse_descriptor("mb1ic256ih14oc256oh14kh3ph1"), 0, kind="exact")
+    x, w = torch.from_numpy(inputs.x), torch.from_numpy(inputs.w)
+    ref = F.conv2d(x.double(), w.double(), padding=1)
+    assert compare(F.conv2d(x, w, padding=1), ref, ExactBound()).passed
+    for rounded in (w.to(torch.float8_e4m3fn).float(), w.bfloat16().float(),
+                    torch.from_numpy(dtypes.round_tf32(inputs.w))):
+        assert not compare(F.conv2d(x, rounded, padding=1), ref, ExactBound()).passed
+
+
+def test_padding_far_larger_than_the_input_is_not_mistrusted():
+    """Reproducer: the thinning counted padded positions, thinned a correct wgrad to zeros, and
+    mistrusted it (exit 1)."""
+    done = run_cli("check", "mb1ic4ih2oc4kh1ph100", "--direction", "wgrad")
+    assert done.returncode == 0 and "PASSED" in done.stdout, done.stdout
