@@ -151,6 +151,9 @@ class HostBits:
     def where(self, mask, a):
         return np.where(mask, a, np.float32(0))
 
+    def empty(self, shape):
+        return np.empty(shape, np.float32)
+
 
 class DeviceBits:
     """torch's generator on the GPU seeded with SEED: the inputs convcheck drew on the GPU."""
@@ -184,6 +187,9 @@ class DeviceBits:
     def where(self, mask, a):
         return torch.where(mask, a, 0.0)
 
+    def empty(self, shape):
+        return torch.empty(tuple(shape), device=self.device)
+
 
 def to_storage(t):
     """fp32 values rounded to the storage type (round to nearest even), back as fp32."""
@@ -214,7 +220,7 @@ def make_inputs(device="cuda"):
     thinned = "DY" if DIRECTION == "dgrad" else "X"
     if DTYPE in ("fp32", "tf32"):
         b = 13 if DTYPE == "fp32" else 11
-        limit, max_term = 2.0 ** (24 - b), 4.0
+        limit, max_term = 2.0 ** (24 - b), 2.0  # every product is fine x coarse: |term| < 2
 
         def fine(shape):  # odd multiples of 2^-b: 12-13 significant bits for fp32
             m = bits.int16(math.prod(shape))
@@ -222,20 +228,25 @@ def make_inputs(device="cuda"):
             m |= 1
             return bits.scaled(m, 2.0 ** -b).reshape(shape)
 
+        def coarse(shape):  # +-1, +-2
+            return bits.lookup([-2.0, -1.0, 1.0, 2.0], bits.two_bits(math.prod(shape))).reshape(shape)
+
         def draw(shape, role):
             # FINE_BLOCKS: where an operand holds fine values (no product takes two of them, so
             # every partial sum stays exact; each operand has some, so rounding either shows)
             where = FINE_BLOCKS.get(role.lower())
             if where == "all":
                 return fine(shape)
-            a = bits.lookup([-2.0, -1.0, 1.0, 2.0], bits.two_bits(math.prod(shape))).reshape(shape)
-            if where is not None:  # coarse everywhere, then fine on half of one axis (per group)
-                axis, split, half = where
-                view = tuple(shape[:axis]) + tuple(split) + tuple(shape[axis + 1:])
-                cut = split[-1] // 2
-                index = (slice(None),) * (axis + len(split) - 1) + (slice(0, cut) if half == 0 else slice(cut, None),)
-                part = a.reshape(view)
-                part[index] = fine(tuple(part[index].shape))
+            if where is None:
+                return coarse(shape)
+            axis, split, half = where  # fine on one half of an axis (per group), coarse on the other
+            view = tuple(shape[:axis]) + tuple(split) + tuple(shape[axis + 1:])
+            lead, cut = (slice(None),) * (axis + len(split) - 1), split[-1] // 2
+            halves = [lead + (slice(0, cut),), lead + (slice(cut, None),)]
+            a = bits.empty(shape)
+            part = a.reshape(view)
+            part[halves[half]] = fine(tuple(part[halves[half]].shape))
+            part[halves[1 - half]] = coarse(tuple(part[halves[1 - half]].shape))
             return a
     else:
         limit, max_term = 2.0 ** min(24, 11 if DTYPE == "fp16" else 8), 4.0

@@ -90,3 +90,21 @@ def test_a_core_error_names_its_setting_and_the_cli_shows_the_flag(tmp_path):
     out.write_text(json.dumps({"problem": "mb2ic16ih14oc8oh14kh3ph1", "status": "passed"}) + "\n")
     done = run_cli("rerun", str(out), "--index", "6")
     assert done.returncode == 2 and "convcheck: error: --index: no record 6" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("desc", ["mb8ic64ih14oc64oh14kh3ph1", "g4mb4ic64ih14oc32oh14kh3sh2ph1", "mb3ic6ih9oc5oh9kh3ph1",
+                                  "g2mb2ic12id5ih5iw5oc8od5oh5ow5kd3kh3kw3pd1ph1pw1", "g8mb2ic8ih9oc8oh9kh3ph1"])
+def test_the_thinning_bound_holds_over_the_true_largest_sum(desc, direction):
+    """largest_partial_sum pairs each half of a split fill with the other operand's matching
+    half: it must stay above the true max of conv(|x|,|w|) (else a partial sum could leave the
+    exact range), and not be far above it (else the fill thins more than it needs)."""
+    from dataclasses import replace
+
+    from convcheck.magnitudes import compute
+
+    p = parse_descriptor(desc, direction=direction)
+    inputs = fill.make_inputs(p, 1, kind="exact")
+    bound = fill.largest_partial_sum(p, inputs, "dy" if direction == "dgrad" else "x")
+    true = float(compute(replace(p, fuse=()), replace(inputs, kind="given"), "cpu").a.max())
+    assert true <= bound * (1 + 1e-9) and bound <= 3 * true, (true, bound)
