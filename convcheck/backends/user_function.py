@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from .. import dtypes
@@ -52,8 +52,6 @@ class UserFunction:
     devices: tuple = ("cpu", "cuda")
     default_reference: str = "numpy"  # on a GPU, resolve() chooses torch64 (see convcheck.check.resolve)
     version_key: str = "user_function"
-    float64: bool = False
-    extra: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -128,7 +126,7 @@ def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None):
     dx = torch.zeros(problem.x_shape, dtype=dxp.dtype, device=dxp.device)
     inner = tuple(slice(pre, pre + c) for pre, c in zip(problem.pad_pre, problem.cropped_input))
     dx[(slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)] = dxp[(slice(None), slice(None)) + inner]
-    return dx.contiguous(memory_format=torch.channels_last) if (problem.layout == "nxc" and dx.dim() == 4) else dx
+    return dx
 
 
 def _check_signature(name: str, fn: Callable) -> None:
