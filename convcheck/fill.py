@@ -152,10 +152,6 @@ class _HostBits:
     def abs_max(a) -> float:
         return float(np.abs(a).max())
 
-    @staticmethod
-    def copy(a):
-        return a.copy()
-
 
 def _into(value, out):
     """``value``, written into ``out`` (a view of a larger tensor) when one is given."""
@@ -217,10 +213,6 @@ class _DeviceBits:
     @staticmethod
     def abs_max(a) -> float:
         return float(a.abs().max())
-
-    @staticmethod
-    def copy(a):
-        return a.clone()
 
 
 #: Significant bits of the fine values of the precision-sensitive fill.

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from .errors import BackendUnavailable, BadInput, ConvCheckError
+from .errors import BadInput
 from .problem import ConvProblem, layout_from_name, parse_descriptor, read_batch_file
 
 #: The built-in problems: every dimension, groups and depthwise, stride, dilation and the padding
@@ -98,8 +98,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     or ``{"fprop": f, "dgrad": g, "wgrad": h}``. ``dims``: the dimensions your function handles
     (problems of others are left out). ``bound``: as ``convcheck check --bound`` (default auto:
     exact for fp32/tf32). ``plant``: a bug planted around your function (the checks must fail)."""
-    from .check import run_check
-    from .memory import TooLarge
+    from .sweep import Item, SweepOptions, check_item
 
     names = _backend_names(fn, directions)
     records = []
@@ -113,25 +112,13 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                 for layout in layouts:
                     q = replace(p, direction=direction, dtype=dtype, layout=layout_from_name(layout))
                     for seed in range(seeds):
-                        records.append(_one(q, names[direction], device, seed, bound, plant, run_check, TooLarge))
+                        # a sweep's own record of one problem: your function's failures (it raised,
+                        # or returned the wrong shape or type) become error records, as in a sweep
+                        options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant)
+                        records += [rec | {"name": q.name} for rec in check_item(Item("python", q), options)]
     if not records:
         raise BadInput(f"no problem to check: none of the problems has a dimension in dims={tuple(dims)}", option="dims")
     return records
-
-
-def _one(q: ConvProblem, name: str, device, seed: int, bound, plant, run_check, too_large) -> dict:
-    base = {"problem": q.descriptor(), "name": q.name, "direction": q.direction, "dtype": q.dtype, "layout": q.layout_name,
-            "backend": name, "seed": seed, "max_abs_diff": None, "bound_ratio": None}
-    try:
-        rec = run_check(q, backend=name, device=device, seed=seed, bound=bound, plant=plant).record()
-    except BackendUnavailable:
-        raise
-    except too_large as e:
-        return base | {"status": "refused", "message": str(e)}
-    except ConvCheckError as e:  # your function raised, or returned the wrong shape or type
-        return base | {"status": "unsupported" if e.option == "plant" else "error", "message": str(e)}
-    rec["name"] = q.name
-    return rec
 
 
 def describe(rec: dict) -> str:

@@ -597,10 +597,9 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                 f.flush()
                 os.fsync(f.fileno())
                 stop.writing = False
-                numbers = {}
+                first = number + 1  # this problem's records are numbered first, first + 1, ...
                 for rec in recs:
                     number += 1
-                    numbers[id(rec)] = number
                     summary.written += 1
                     summary.counts[rec["status"]] += 1
                     if rec.get("expected_failure_fixed"):
@@ -611,7 +610,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                     if on_record:
                         on_record(rec)
                 worst = _worst_of(recs)
-                progress.update(i, worst, numbers[id(worst)])
+                progress.update(i, worst, first + recs.index(worst))
                 if stop.hard:
                     break
     except KeyboardInterrupt:
