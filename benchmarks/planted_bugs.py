@@ -212,6 +212,46 @@ def real_layers(tally: Tally, mbs, deep_mb: int, limit: int | None, rows: list):
             print(f"  {desc} {direction} mb{mb} n={n} {bound}: {ok.status} {' | '.join(cells)}", file=sys.stderr, flush=True)
 
 
+HALF_BUGS = ("element", "fp16-accumulation", "bf16-inputs", "bf16-weights", "fp8-weights", "drop-channel")
+HALF_CONFIGS = (("fprop", ()), ("dgrad", ()), ("wgrad", ()), ("fprop", ("bias",)), ("fprop", ("bias", "relu")))
+
+
+def half_precision(half: dict, mbs, every: int):
+    """fp16/bf16 checks of every ``every``-th resnet_50 layer at each batch, in each direction and
+    with an unfused bias (+relu), convcheck's own fill, under the default bound: correct runs
+    (torch) must pass; a plant whose error is at least 3x the correct run's must fail."""
+    layers = resnet_layers(None)[::every] if every else []
+    for desc in layers:
+        for mb in mbs:
+            for dtype in ("fp16", "bf16"):
+                for direction, fuse in HALF_CONFIGS:
+                    p = parse_descriptor(desc, mb=mb, direction=direction).with_(dtype=dtype, fuse=fuse)
+                    label = (dtype, direction + "".join(f"+{f}" for f in fuse))
+                    inputs = fill_for("auto", p, 0)
+                    ok = check(p, "auto", inputs)
+                    row = half[label]
+                    row["correct"] += 1
+                    row["alarms"] += ok.status != "passed"
+                    if ok.status != "passed":
+                        print(f"  FALSE ALARM half {label} {desc} mb{mb}: ratio {ok.comparison.max_ratio}", file=sys.stderr)
+                    correct_error = ok.comparison.max_abs_diff
+                    for bug in HALF_BUGS:
+                        if applies(bug, p):
+                            continue
+                        try:
+                            r = check(p, "auto", inputs, plant=bug)
+                        except BadInput:
+                            continue  # the plant cannot change this answer
+                        visible = r.comparison.max_abs_diff >= 3 * correct_error
+                        row["plants"] += 1
+                        row["visible"] += visible
+                        row["caught_visible"] += visible and r.status == "failed"
+                        row["caught"] += r.status == "failed"
+                        if visible and r.status != "failed":
+                            row["missed"].append(f"{desc} mb{mb} {bug} ({r.comparison.max_abs_diff / correct_error:.3g}x)")
+            print(f"  half precision: {desc} done", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--problems", type=int, default=700, help="random problems for the false-alarm count")
@@ -221,6 +261,7 @@ def main() -> int:
     ap.add_argument("--deep-mb", type=int, default=32, help="batch of the wgrad of the 56x56 layers (0: none)")
     ap.add_argument("--layers", type=int, default=None, help="only the first N resnet_50 layers")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--half-every", type=int, default=4, help="fp16/bf16 plants on every N-th resnet_50 layer (0: none)")
     args = ap.parse_args()
     start = time.perf_counter()
     tally, rows = Tally(), []
@@ -228,6 +269,9 @@ def main() -> int:
     correct_given(tally, args.given, args.seed)
     planted_random(tally, args.bug_problems, args.seed)
     real_layers(tally, [int(m) for m in args.mb.split(",") if m], args.deep_mb, args.layers, rows)
+    half = defaultdict(lambda: {"correct": 0, "alarms": 0, "plants": 0, "visible": 0, "caught": 0, "caught_visible": 0,
+                                "missed": []})
+    half_precision(half, [int(m) for m in args.mb.split(",") if m], args.half_every)
 
     print(f"# planted-bug benchmark: {args.problems} random problems, {args.bug_problems} bug problems, "
           f"resnet_50 at mb {args.mb} (+ wgrad mb {args.deep_mb} on 56x56), seed {args.seed}, "
@@ -267,6 +311,17 @@ def main() -> int:
     print(f"\nLayers where the default (auto) missed a visible plant: {len(missed)}")
     for r in missed:
         print(f"- {r[0]} {r[1]} mb{r[2]} (n={r[3]}): {', '.join(r[7])}")
+    if half:
+        print("\n## Half precision: plants in fp16/bf16 checks of resnet_50 layers (default bound)\n")
+        print("A plant is visible when its error is at least 3x the correct run's error on the same problem.\n")
+        print("| type | direction | correct checks | false alarms | plants | visible | caught visible | caught (all) |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for (dtype, config), r in sorted(half.items()):
+            print(f"| {dtype} | {config} | {r['correct']} | {r['alarms']} | {r['plants']} | {r['visible']} | "
+                  f"{rate(r['caught_visible'], r['visible'])} | {r['caught']} |")
+        for (dtype, config), r in sorted(half.items()):
+            for m in r["missed"]:
+                print(f"- missed visible: {dtype} {config} {m}")
     if tally.real_bugs:
         print(f"\nReal bugs found in the implementations themselves ({len(tally.real_bugs)} problems; the other "
               "implementation passed, this one was off by more than 1% of max|ref|):\n")

@@ -6,7 +6,9 @@ Four names, selected with ``--bound`` (DESIGN.md 3 and 3b):
     ``exact`` where every correct implementation must give identical bits (an fp32 or
     TF32 convolution, unfused or with bias/relu: the precision-sensitive exact fill
     makes every summation order exact), else ``elementwise``. Given data (the caller's
-    own inputs) are always judged by ``elementwise`` in its rigorous, any-data form.
+    own inputs) are always judged by ``elementwise`` in its rigorous, any-data form, then
+    (``level="probable"``, the default) by what correct fp32 summation gives on that data
+    (:mod:`convcheck.probable`); a failure names the level it failed.
     README "The verdict at depth" has the measurements behind this choice.
 
 ``elementwise``
@@ -64,6 +66,10 @@ FP32_EPS = 2.0 ** -23  # float32 machine epsilon (spacing at 1.0), as the lesson
 DEFAULT_P_FALSE = 1e-6
 MISTRUST_ZERO_FRACTION = 0.7
 BOUNDS = ("auto", "elementwise", "lesson", "exact")
+#: Given data: "rigorous" fails only what no summation order explains; "probable" (the default)
+#: also fails what correct fp32 summation does not produce on this data (convcheck.probable).
+LEVELS = ("probable", "rigorous")
+DEFAULT_LEVEL = "probable"
 DEFAULT_BOUND = "auto"
 
 _ETA = {  # half the smallest subnormal of each stored output type
@@ -142,7 +148,6 @@ class Side:
     eta_out: float = 0.0
     u_inter: float = 0.0     # rounding of intermediates of an unfused conv+bias+activation (torch in fp16/bf16)
     eta_prod: float = 0.0    # the most one product below the smallest normal may lose (flush to zero)
-    u_staged: float = 0.0    # partial sums stored in the tensor type before the final sum (torch's CPU backward)
 
     def coefficients(self, n: int, lam: float, lam_w: float, given: bool) -> tuple[float, float]:
         """(coefficient of A, coefficient of sqrt(S2)) for this side's accumulation error;
@@ -150,10 +155,8 @@ class Side:
         g = gamma(n, self.u_acc)
         d = 2.0 * self.u_down + self.u_down ** 2
         if given:
-            return g * (1.0 + d) + d + self.u_staged * (1.0 + g), 0.0
-        c_a = min(g, lam * math.sqrt(n) * self.u_acc) * (1.0 + d) + d + self.u_staged * (1.0 + g)
-        if self.u_staged:
-            return c_a, 0.0  # staged partial sums are not a symmetric walk of the fill's terms
+            return g * (1.0 + d) + d, 0.0
+        c_a = min(g, lam * math.sqrt(n) * self.u_acc) * (1.0 + d) + d
         partial = min(g, lam_w * math.sqrt(n) * self.u_acc)
         if not math.isfinite(g) or g >= 1.0:
             return c_a, 0.0
@@ -162,24 +165,26 @@ class Side:
         return c_a, c_s
 
 
-def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False, direction: str = "fprop") -> Side:
+def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False) -> Side:
     """The rounding model of ``implementation`` ('numpy', 'torch', 'cudnn', ...) at ``dtype``.
 
     ``reduced_accumulation``: the engine's numerical note REDUCED_PRECISION_REDUCTION says it
     accumulates (at least partly) in the tensor type instead of fp32, so it is judged so.
 
-    torch's CPU dgrad/wgrad in fp16/bf16 stores partial sums in the tensor type before
-    adding them up (im2col/col2im stages): every such rounding is relative to a partial
-    sum whose magnitude A bounds, so two stagings cost at most 2u*A. Measured on torch
-    2.13: at most 0.73*u*A beyond the output's own rounding (fp16 dgrad, 5x5 kernel)."""
+    torch's fp16/bf16 convolutions, forward and backward, accumulate in fp32 and round the
+    result once (measured on torch 2.13's CPU kernels over strides, dilations, groups, kernel
+    sizes, batches and layouts: the answer is the fp32 sum rounded, never a sum of partial
+    sums stored in the tensor type; tests/test_verdicts_at_depth.py keeps it so). What torch
+    does store in the tensor type is each op of an unfused epilogue: ``conv(x, w) + b`` rounds
+    the convolution before the bias is added (``u_inter``)."""
     if implementation == "reference" or backends.float64(implementation):
         return Side(f"{implementation} float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
     storage = dtypes.get(dtype).storage
     narrow_out = storage != "float32"
     # torch runs conv, bias and activation as separate ops, storing each result in the tensor
-    # type (and stages backward partial sums on the CPU); a user's function is modelled as torch
-    # is: its internals are unknown, and convcheck applies a fused activation after it returns.
-    torch_like = implementation == "torch" or backends.is_user_function(implementation)
+    # type; a user's function (a backend, or the answer given to an assert) is modelled as torch
+    # is: its internals are unknown, and ``conv(x, w) + b`` in the tensor type is how most add a bias.
+    torch_like = implementation in ("torch", "yours") or backends.is_user_function(implementation)
     return Side(
         f"{implementation} {dtype}",
         # fp32 accumulation is what cuDNN and torch do for all four types, unless the engine says otherwise
@@ -190,7 +195,6 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
         # cuDNN's fused graph keeps fp32 intermediates.
         u_inter=dtypes.get(dtype).u if narrow_out and torch_like else 0.0,
         eta_prod=FP32_TINY,
-        u_staged=2.0 * dtypes.get(dtype).u if narrow_out and torch_like and direction != "fprop" else 0.0,
     )
 
 
@@ -218,6 +222,7 @@ class ElementwiseBound:
     fused: tuple[str, ...] = ()
     data: str = "random"  # "random": convcheck's own symmetric fill; "given": any data (rigorous)
     overflow_at: float = OVERFLOW_AT["float32"]
+    level: str = DEFAULT_LEVEL  # given data: also judged at the probable level (convcheck.probable), or "rigorous" alone
 
     name = "elementwise"
     needs_abs_conv = True
@@ -268,27 +273,49 @@ class ElementwiseBound:
         u_acc = sum(s.u_acc for s in self.sides)
         has_bias = "bias" in self.fused
         u_inter = sum(s.u_inter for s in self.sides) * (1 + has_bias)
-        return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, u_inter)
+        return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, u_inter,
+                math.sqrt(2.0) * self.lam_walk)
 
     @staticmethod
-    def apply(terms, structure, ref_abs, ref_abs_max, a, s2):
-        """``a`` is A = conv(|x|,|w|) (+|bias| when a bias is fused): it bounds every partial
-        sum and the activation's input; ``s2`` is S2 = conv(x^2, w^2), used where the
-        variance-aware form applies (``structure[1]``). A fused bias adds one fp32 rounding
-        of that sum (``bias_rounding``), an unfused epilogue stores its intermediates in the
-        tensor type (``stored``); the activation scales the error by at most its largest
-        slope and adds its own few ulps (``act``)."""
+    def accumulation(terms, structure, a, s2):
+        """The allowance for the sum itself: ``c_a*A``, or the smaller variance-aware
+        ``c_s*sqrt(S2)`` where it applies (``structure[1]``)."""
         import torch
 
-        c_a, c_s, c_y, eta, lipschitz, act, bias_rounding, stored = (
-            terms[0], terms[1], terms[2], terms[3], terms[4], terms[5], terms[6], terms[7])
-        fused, variance = structure
-        acc = c_a * a
-        if variance:
-            acc = torch.minimum(acc, c_s * torch.sqrt(s2))
-        if fused:
-            acc = lipschitz * (acc + bias_rounding * a + stored * a) + act * ref_abs
+        acc = terms[0] * a
+        if structure[1]:
+            acc = torch.minimum(acc, terms[1] * torch.sqrt(s2))
+        return acc
+
+    @staticmethod
+    def intermediates(terms, structure, a, s2):
+        """A bound on the epilogue's intermediates (the convolution, the biased sum): ``a`` (A,
+        +|bias|) for any data; on convcheck's random fill also ``sqrt(2)*lam_w*sqrt(S2)``, where
+        S2 holds bias^2 (:mod:`convcheck.magnitudes`): the convolution is a sum of symmetric
+        terms, at most ``lam_w*sqrt(S2)`` (Hoeffding), and ``lam_w*sqrt(S2) + |b| <=
+        sqrt(2)*lam_w*sqrt(S2 + b^2)``."""
+        import torch
+
+        return torch.minimum(a, terms[8] * torch.sqrt(s2)) if structure[1] else a
+
+    @staticmethod
+    def finish(terms, structure, acc, ref_abs, inter):
+        """From the sum's allowance ``acc`` to the output's: a fused bias adds one fp32 rounding
+        of the biased sum (``bias_rounding``), an unfused epilogue stores its intermediates in
+        the tensor type (``stored``), each relative to the intermediates' size ``inter``
+        (:meth:`intermediates`); the activation scales the error by at most its largest slope
+        and adds its own few ulps (``act``); then the stored output's rounding and ``eta``."""
+        c_y, eta, lipschitz, act, bias_rounding, stored = terms[2], terms[3], terms[4], terms[5], terms[6], terms[7]
+        if structure[0]:
+            acc = lipschitz * (acc + (bias_rounding + stored) * inter) + act * ref_abs
         return acc + c_y * (ref_abs + acc) + eta
+
+    @classmethod
+    def apply(cls, terms, structure, ref_abs, ref_abs_max, a, s2):
+        """``a`` is A = conv(|x|,|w|) (+|bias| when a bias is fused); ``s2`` is S2 = conv(x^2, w^2)
+        (+bias^2), used where the variance-aware form applies (``structure[1]``)."""
+        acc = cls.accumulation(terms, structure, a, s2)
+        return cls.finish(terms, structure, acc, ref_abs, cls.intermediates(terms, structure, a, s2) if structure[0] else a)
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
         if a is None or (self.uses_variance and s2 is None):
@@ -317,8 +344,10 @@ class ElementwiseBound:
         fused = ""
         if self.fused:
             lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
+            inter = "conv(|x|,|w|)+|b|" if not self.uses_variance else f"min(conv(|x|,|w|)+|b|, {math.sqrt(2) * self.lam_walk:.2f}*sqrt(S2+b^2))"
+            stored = " and each unfused intermediate stored in the tensor type" if any(s.u_inter for s in self.sides) else ""
             fused = (f"; fused {'+'.join(self.fused)}: conv error x {lipschitz:g} (largest slope), "
-                     f"+ bias rounding, + {act_ulps:g} ulp for the activation")
+                     f"+ bias rounding{stored} (relative to {inter}), + {act_ulps:g} ulp for the activation")
         if self.given:
             head = f"|ours-ref| <= {c_a:.3e}*conv(|x|,|w|) + {c_y:.3e}*|ref| (+ subnormal eta); given data: worst case, any order"
         elif self.uses_variance:
@@ -387,8 +416,18 @@ def resolve(name: str | None, problem, data: str = "random") -> str:
     return name
 
 
+def check_level(level: str | None) -> str:
+    """``level`` checked against :data:`LEVELS` (None: the default)."""
+    from .errors import BadInput
+
+    level = level or DEFAULT_LEVEL
+    if level not in LEVELS:
+        raise BadInput(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}", option="level")
+    return level
+
+
 def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE,
-               reduced_accumulation: bool = False, data: str = "random"):
+               reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL):
     """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference).
     ``reduced_accumulation`` applies to the implementation under test (an engine's note);
     ``data`` is "given" for inputs convcheck did not draw (judged by the any-data bound)."""
@@ -399,8 +438,8 @@ def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: fl
         return LessonBound(n, problem.dtype)
     if name == "elementwise":
         outputs = int(math.prod(problem.result_shape))
-        sides = tuple(side_for(impl, problem.dtype, reduced_accumulation and k == 0, problem.direction)
+        sides = tuple(side_for(impl, problem.dtype, reduced_accumulation and k == 0)
                       for k, impl in enumerate(implementations))
         return ElementwiseBound(n, outputs, sides, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
-                                OVERFLOW_AT[storage])
+                                OVERFLOW_AT[storage], check_level(level))
     return ExactBound()

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import backends, plant as plants
+from . import backends, plant as plants, probable
 from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, make_bound, resolve as resolve_bound
 from .compare import Comparison, compare, to_torch
 from .errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported
@@ -296,16 +296,23 @@ def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str):
     """Stage 4: the magnitudes the bound is built from (None when it needs none)."""
     if not bnd.needs_abs_conv:
         return None
-    return abs_conv(problem, inputs, device, squares=inputs.kind != "given")
+    # S2 serves the variance-aware form on convcheck's own fill and the probable level on given data
+    return abs_conv(problem, inputs, device, squares=inputs.kind != "given" or getattr(bnd, "level", None) == "probable")
 
 
-def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=()) -> None:
+def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), inputs: ConvInputs | None = None) -> None:
     """Stage 5: the comparison and the one verdict rule (redzones, shape, bound), then the
     exact bound's mistrust of a reference that is mostly zeros. On a GPU the comparison is
-    a few eager whole-tensor reductions and one transfer of the verdict."""
+    a few eager whole-tensor reductions and one transfer of the verdict. Given data
+    (``inputs`` of kind "given") are also judged at the probable level (:mod:`convcheck.probable`)."""
     result.comparison = compare(ours, ref, bnd, mags)
     result.judging = bnd
+    if inputs is not None and inputs.kind == "given":
+        probable.apply(result.comparison, result.problem, bnd, ours, ref, inputs.x, inputs.w, inputs.dy, mags)
     result.status, result.message = status_of(result.comparison, redzone)
+    if result.status == "failed" and result.comparison.level == "probable" and not result.message:
+        result.message = ("beyond what correct fp32 summation gives on this data (probable level); no summation "
+                          "order is ruled out: --level rigorous accepts what any order could explain")
     if result.status == "passed" and bnd.name == "exact" and result.comparison.ref_zero_fraction > MISTRUST_ZERO_FRACTION:
         zeros = nonstructural_zero_fraction(result.problem, ref, device)
         if zeros > MISTRUST_ZERO_FRACTION:
@@ -384,6 +391,7 @@ def run_check(
     heuristics: tuple[str, ...] | None = None,
     max_memory: int | None = None,
     fill_device: str | None = None,
+    level: str | None = None,
 ) -> CheckResult:
     """Run one check through the stages. Bad input raises BadInput; a backend that cannot
     run here raises BackendUnavailable; a problem the backend declines, or any failure
@@ -393,6 +401,7 @@ def run_check(
     switches the inputs to the exact fill). ``engine`` (index or name), ``repeat`` and
     ``heuristics`` are for the cudnn backend. ``fill_device``: where the inputs are drawn
     (default: where the implementation under test runs; a planted bug draws on the host).
+    ``level``: for given ``inputs``, "probable" (default) or "rigorous" (:mod:`convcheck.probable`).
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.memory.TooLarge` before anything is allocated."""
     from .environment import versions
@@ -411,7 +420,7 @@ def run_check(
             options["heuristics"] = tuple(heuristics)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     bound_name = resolve_bound(bound, problem, data)
-    bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data)
+    bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)
     where = compare_device(plan)
@@ -437,7 +446,7 @@ def run_check(
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
             mags = magnitudes_for(bnd, problem, inputs, where)
             clock.mark("magnitudes")
-            judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or ())
+            judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)
             clock.mark("compare")
             result.stages.update(clock.stages())
             result.time_backend_s, result.time_reference_s = result.stages["under_test"], result.stages["reference"]
@@ -491,12 +500,13 @@ STORED_REFERENCES = ("torch64", "torch")
 
 
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,
-                        bound: str | None = None, reference: str | None = None) -> CheckResult:
+                        bound: str | None = None, reference: str | None = None, level: str | None = None) -> CheckResult:
     """The lesson's half: stored inputs and output, recomputed with torch.
 
     The stored data are the caller's (given data), so the default verdict is the
-    elementwise bound in its any-data form (worst case, any summation order);
-    ``bound="lesson"`` applies the seed's rule exactly instead. ``reference``: ``torch64``
+    elementwise bound in its any-data form (worst case, any summation order) and, unless
+    ``level="rigorous"``, the probable level (:mod:`convcheck.probable`: beyond what correct
+    fp32 summation gives on this data); ``bound="lesson"`` applies the seed's rule exactly instead. ``reference``: ``torch64``
     (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
     default under the lesson's rule)."""
     from .environment import versions
@@ -512,11 +522,12 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     backends.require(reference, device)
     inputs = ConvInputs(x=x, w=w, seed=-1, kind="given")
     result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given")
-    bnd = make_bound(bound_name, problem, ("stored", reference), data="given")
+    bnd = make_bound(bound_name, problem, ("stored", reference), data="given", level=level)
     start = time.perf_counter()
     with device_scope(plan):
         ref, result.reference_info = run_reference(plan, problem, inputs)
-        judge(result, y_stored, ref, bnd, magnitudes_for(bnd, problem, inputs, device), compare_device(plan))
+        judge(result, y_stored, ref, bnd, magnitudes_for(bnd, problem, inputs, device), compare_device(plan),
+              inputs=inputs)
     result.time_s = time.perf_counter() - start
     result.versions = versions()
     return result

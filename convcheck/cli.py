@@ -14,11 +14,14 @@ from pathlib import Path
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError, writable_file
 from .backends import NAMES as BACKEND_NAMES
-from .bound import BOUNDS
+from .bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from .check import STORED_REFERENCES
 from .engines import ENGINE_REFERENCES
 from .plant import BUGS
 from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
+
+LEVEL_HELP = ("given data (lesson files, model activations): probable (default) also fails what correct fp32 "
+              "summation does not give on this data; rigorous fails only what no summation order explains")
 
 EPILOG = "exit codes: 0 pass, 1 mismatch, 2 bad input, 3 backend unavailable or problem unsupported, 4 internal error"
 
@@ -111,6 +114,7 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     w.add_argument("--layout", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}")
     w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--bound", choices=BOUNDS, default="auto")
+    w.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
     w.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
                    help=f"auto, {', '.join(BACKEND_NAMES)}, or your convolution function as path/to/file.py:NAME")
     w.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; its checks must fail")
@@ -163,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     l.add_argument("--device", choices=("cpu", "cuda"), help="where torch recomputes (default: cuda if usable)")
     l.add_argument("--bound", choices=("elementwise", "lesson"), default="elementwise",
                    help="elementwise (default): the worst-case bound valid for any data; lesson: the seed's rule exactly")
+    l.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
     l.add_argument("--reference", choices=STORED_REFERENCES,
                    help="torch64 (default; float64, cuDNN disabled) or torch (the lesson's fp32 convolution; default with --bound lesson)")
     l.add_argument("--json", action="store_true")
@@ -368,7 +373,7 @@ def cmd_lesson(args) -> int:
     writable_file(args.repro, "repro")
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound,
-                                 reference=args.reference)
+                                 reference=args.reference, level=args.level)
     code = _emit(result, args.json, args.evidence)
     if args.repro:
         from .fill import ConvInputs
@@ -469,7 +474,7 @@ def _run_items(args, items) -> int:
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
                            all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
-                           expect_fail=expect, plant=args.plant)
+                           expect_fail=expect, plant=args.plant, level=args.level)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)

@@ -71,6 +71,8 @@ class Comparison:
     ref_zero_fraction: float = 0.0
     bound_params: dict = field(default_factory=dict)
     kernel: str = "eager"  # how the verdict's passes ran: "eager" (whole tensors), in host chunks, or equality only
+    level: str | None = None  # given data: the level failed, "rigorous" (any order) or "probable" (convcheck.probable)
+    probable: dict | None = None  # what the probable level examined and found
 
     @property
     def first_mismatch(self) -> Mismatch | None:
@@ -98,6 +100,8 @@ class Comparison:
             "ref_zero_fraction": self.ref_zero_fraction,
             "bound_params": self.bound_params,
             "compare_kernel": self.kernel,
+            "level": self.level,
+            "probable": self.probable,
         }
 
 

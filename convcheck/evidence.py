@@ -32,8 +32,10 @@ def _tolerance_line(c) -> str:
     if c.bound == "elementwise":
         p = c.bound_params
         if p.get("data") == "given":
+            probable = (f"; then the probable level, {c.probable['examined']} outputs examined one by one"
+                        if c.probable else "")
             return (f"tolerance |ours - ref| <= {p['coef_abs_conv']:.3e}*conv(|x|,|w|) + {p['rtol']:.3e}*|ref|   "
-                    "(elementwise bound for given data: worst case, any summation order, no false alarms)")
+                    f"(elementwise bound for given data: worst case, any summation order, no false alarms{probable})")
         variance = (f"min({p['coef_abs_conv']:.3e}*conv(|x|,|w|), {p['coef_sqrt_s2']:.3e}*sqrt(conv(x^2,w^2)))"
                     if p.get("coef_sqrt_s2") else f"{p['coef_abs_conv']:.3e}*conv(|x|,|w|)")
         return (f"tolerance |ours - ref| <= {variance} + {p['rtol']:.3e}*|ref|   "
@@ -147,7 +149,16 @@ def report_text(result: CheckResult) -> str:
     elif c.outside:
         m = c.first_mismatch
         lines.append(f"first mismatch at {_fmt_index(m.index)}: ours {m.ours:.9g}, ref {m.ref:.9g}")
-        lines.append(f"FAILED: {c.outside} of {c.total} outputs outside tolerance")
+        if c.level == "probable":
+            pr = c.probable
+            lines.append(f"FAILED at the probable level: {c.outside} of the {pr['examined']} outputs examined one by one "
+                         f"(of {c.total}) are beyond what correct fp32 summation gives on this data; no summation order "
+                         "is ruled out (--level rigorous accepts what any order could explain)")
+        elif c.level == "rigorous":
+            lines.append(f"FAILED at the rigorous level: {c.outside} of {c.total} outputs outside tolerance "
+                         "(provably wrong: outside the worst case over every summation order)")
+        else:
+            lines.append(f"FAILED: {c.outside} of {c.total} outputs outside tolerance")
     else:
         lines.append(f"PASSED: all {c.total} outputs inside tolerance")
     return "\n".join(lines)

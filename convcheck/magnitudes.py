@@ -5,8 +5,9 @@ wgrad ``x*dy``):
 
 * ``A  = sum |t_i|  = conv(|x|, |w|)`` (+|bias| when a bias is fused): every rounding
   error of the sum is relative to terms whose magnitudes A adds up (Higham, 3.1);
-* ``S2 = sum t_i^2  = conv(x^2, w^2)``: the variance of a sum of independent symmetric
-  terms, which bounds every partial sum of convcheck's own random fill (DESIGN.md 3b).
+* ``S2 = sum t_i^2  = conv(x^2, w^2)`` (+bias^2 when a bias is fused): the variance of a
+  sum of independent symmetric terms, which bounds every partial sum of convcheck's own
+  random fill (DESIGN.md 3b), and the probable level's floor on given data.
 
 Both are convolutions of non-negative data, so they are computed with the fast fp32
 convolution of the device and then *inflated* by a proven factor for their own
@@ -98,10 +99,13 @@ def compute(problem: ConvProblem, inputs, device: str, squares: bool = False) ->
         factor = inflation(n, u) * ((1.0 + u) ** 2 if power == 2 else 1.0)
         return s.to(torch.float64) * factor + tiny
 
-    a = total(1)
+    a, s2 = total(1), total(2) if squares else None
     if "bias" in problem.fuse:
-        a = a + _tensor(inputs.bias, device, torch.float64).abs().reshape((1, problem.oc) + (1,) * problem.ndim)
-    return Magnitudes(a, total(2) if squares else None)
+        bias = _tensor(inputs.bias, device, torch.float64).reshape((1, problem.oc) + (1,) * problem.ndim)
+        a = a + bias.abs()
+        if s2 is not None:  # S2 + b^2 bounds the biased sum too (convcheck.bound.ElementwiseBound.intermediates)
+            s2 = s2 + bias * bias
+    return Magnitudes(a, s2)
 
 
 def structural_zeros(problem: ConvProblem, device: str = "cpu"):

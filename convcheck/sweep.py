@@ -45,6 +45,7 @@ class SweepOptions:
     max_memory: int | None = None  # bytes a check may use (besides what is available)
     expect_fail: tuple = ()  # known bugs (convcheck.expectations): their failures are reported apart
     plant: str | None = None  # a bug planted in the implementation under test (every check must fail)
+    level: str | None = None  # given data (model --data activations): "probable" (default) or "rigorous"
 
 
 @dataclass
@@ -289,7 +290,7 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
 def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
                        device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
-                       max_memory=options.max_memory, inputs=item.inputs, plant=options.plant)
+                       max_memory=options.max_memory, inputs=item.inputs, plant=options.plant, level=options.level)
     rec = result.record()
     if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
         rec["notes"] = list(options.notes) + [n for n in rec["notes"] if not n.startswith("cuDNN not tested")]

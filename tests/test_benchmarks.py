@@ -30,3 +30,13 @@ def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     assert len(rows) == 2 and all("| passed |" in row for row in rows), out
     assert "ratio" in out and "stages: fill" in out and "| wgrad fp16 | 1 |" in out
     assert "in a fresh process (Python's start included)" in out
+
+
+def test_given_data_benchmark_smoke_run_has_no_false_alarm_and_misses_nothing_visible():
+    """The given-data benchmark (README "Given data") on two shapes per direction, one seed."""
+    out = _run("given_data.py", "--quick")
+    assert "judged, 0 false alarms" in out, out
+    head = next(line for line in out.splitlines() if line.startswith("### Bugs on given data"))
+    caught, visible = head.split("asserts catch ")[1].split(" visible")[0].split(" of ")
+    assert caught == visible and int(visible) > 300, head
+    assert "Missed visible bugs" not in out

@@ -200,7 +200,8 @@ _option = st.sampled_from([
     ("--bound", "lesson"), ("--bound", "exact"), ("--bound", "zz"), ("--direction", "wgrad"), ("--fuse", "bias,relu"),
     ("--fuse", "nope"), ("--layout", "nhwc"), ("--mode", "conv"), ("--plant", "padding"), ("--plant", "tf32-inputs"),
     ("--max-memory", "0"), ("--max-memory", "64K"), ("--repeat", "0"), ("--engine", "3"), ("--backend", "im2col"),
-    ("--reference", "torch"), ("--backend", "numpy"), ("--device", "gpu"), ("--json",),
+    ("--reference", "torch"), ("--backend", "numpy"), ("--device", "gpu"), ("--json",), ("--level", "rigorous"),
+    ("--level", "sure"),
 ])
 
 
@@ -236,7 +237,7 @@ def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data
         argv = [command, data.draw(_descriptor), "--batch", path, "--out", str(out), "--quiet", "--backend", "torch", "--device", "cpu"]
         argv += [o for o in opts if o not in ("--json", "--engine", "3", "--plant", "padding", "tf32-inputs", "--repeat")]
     elif command == "lesson":
-        argv = [command, path, "--device", "cpu"]
+        argv = [command, path, "--device", "cpu", *data.draw(st.sampled_from([(), ("--level", "rigorous"), ("--level", "sure")]))]
     elif command == "diff":
         argv = [command, path, str(files / data.draw(st.sampled_from(_FILE_NAMES))),
                 "--factor", data.draw(st.sampled_from(["0", "-1", "2", "x", "10"]))]
