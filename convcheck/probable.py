@@ -92,6 +92,8 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
 
     from .compare import to_torch
 
+    if mags.s2 is None:
+        raise ValueError("the probable level needs conv(x^2, w^2): compute the magnitudes with squares=True")
     terms, structure = bound.terms(), bound.structure
     lam = bound.lam
     inexact, exact_coef = _sides(bound)

@@ -343,11 +343,16 @@ def test_assert_conv_close_on_cuda_tensors():
     assert_conv_close(F.conv2d(x, w, padding=1), x, w, padding=1)
     assert_conv_close(F.conv2d(x.half(), w.half(), padding=1), x.half(), w.half(), padding=1)
     torch.backends.cudnn.conv.fp32_precision = "tf32"
+    tf32 = F.conv2d(x, w, padding=1)
     with pytest.raises(AssertionError):  # TF32 judged as fp32
-        assert_conv_close(F.conv2d(x, w, padding=1), x, w, padding=1)
+        assert_conv_close(tf32, x, w, padding=1)
     torch.backends.cudnn.conv.fp32_precision = "ieee"
     dy = torch.randn(8, 128, 28, 28, device="cuda", generator=g)
-    assert_conv_weight_grad_close(torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1), x, w.shape, dy, padding=1)
+    right = torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1)
+    assert_conv_weight_grad_close(right, x, w.shape, dy, padding=1)
+    # the passes above ran the probable level on CUDA tensors (outputs examined one by one); a failure names its level
+    with pytest.raises(AssertionError, match="Level: rigorous"):
+        assert_conv_weight_grad_close(torch.zeros_like(right), x, w.shape, dy, padding=1)
 
 
 def test_model_on_the_gpu_checks_cudnn_against_torch(tmp_path):
