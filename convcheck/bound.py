@@ -124,7 +124,7 @@ class LessonBound:
         return (self.rtol,)
 
     @staticmethod
-    def apply(terms, structure, ref_abs, ref_abs_max, a, s2):
+    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None):
         return terms[0] * ref_abs_max + terms[0] * ref_abs
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
@@ -261,9 +261,12 @@ class ElementwiseBound:
         return next((op for op in self.fused if op != "bias"), None)
 
     @property
-    def structure(self) -> tuple[bool, bool]:
-        """The formula's shape (the numbers are ``terms``): (fused epilogue, variance-aware)."""
-        return bool(self.fused), self.uses_variance
+    def structure(self) -> tuple:
+        """The formula's shape (the numbers are ``terms``): (fused epilogue, variance-aware, fused
+        bias, activation: "identity", "relu" or "other", what :meth:`epilogue` can invert)."""
+        act = self.activation
+        return (bool(self.fused), self.uses_variance, "bias" in self.fused,
+                "identity" if act is None else "relu" if act == "relu" else "other")
 
     def terms(self) -> tuple[float, ...]:
         """The bound's numbers, apart from its formula (``apply``): the comparison's elementwise
@@ -272,9 +275,15 @@ class ElementwiseBound:
         lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
         u_acc = sum(s.u_acc for s in self.sides)
         has_bias = "bias" in self.fused
-        u_inter = sum(s.u_inter for s in self.sides) * (1 + has_bias)
-        return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, u_inter,
-                math.sqrt(2.0) * self.lam_walk)
+        u_inter = sum(s.u_inter for s in self.sides)
+        # An unfused epilogue rounds each op's result to the tensor type; the last rounding is the
+        # output's own (c_y). relu changes no bit, so with no activation or relu the last stored
+        # value is the output: conv + bias stores the convolution, relu(conv) nothing more.
+        exact_act = self.activation in (None, "relu")
+        stored_c = u_inter if has_bias or not exact_act else 0.0
+        stored_z = u_inter if has_bias and not exact_act else 0.0
+        return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, stored_c,
+                math.sqrt(2.0) * self.lam_walk, stored_z)
 
     @staticmethod
     def accumulation(terms, structure, a, s2):
@@ -288,39 +297,58 @@ class ElementwiseBound:
         return acc
 
     @staticmethod
-    def intermediates(terms, structure, a, s2):
-        """A bound on the epilogue's intermediates (the convolution, the biased sum): ``a`` (A,
-        +|bias|) for any data; on convcheck's random fill also ``sqrt(2)*lam_w*sqrt(S2)``, where
-        S2 holds bias^2 (:mod:`convcheck.magnitudes`): the convolution is a sum of symmetric
-        terms, at most ``lam_w*sqrt(S2)`` (Hoeffding), and ``lam_w*sqrt(S2) + |b| <=
-        sqrt(2)*lam_w*sqrt(S2 + b^2)``."""
+    def epilogue(terms, structure, ref_abs, a, s2, bias=None):
+        """Bounds on the sizes of the epilogue's two intermediates, the convolution ``c`` and the
+        biased sum ``z = c + b`` (the activation's input): (|c|, |z|) per output.
+
+        For any data both are at most ``a`` (A, +|bias|); on convcheck's random fill also
+        ``sqrt(2)*lam_w*sqrt(S2)``, where S2 holds bias^2 (:mod:`convcheck.magnitudes`): the
+        convolution is a sum of symmetric terms, at most ``lam_w*sqrt(S2)`` (Hoeffding), and
+        ``lam_w*sqrt(S2) + |b| <= sqrt(2)*lam_w*sqrt(S2 + b^2)``. Where the reference gives z
+        back (no activation: z is the output; relu: z is the output where it is positive),
+        ``|z| = |ref|`` and ``|c| <= |ref| + |b|`` (``bias``: |b| at every output)."""
         import torch
 
-        return torch.minimum(a, terms[8] * torch.sqrt(s2)) if structure[1] else a
+        generic = torch.minimum(a, terms[8] * torch.sqrt(s2)) if structure[1] else a
+        act, has_bias = structure[3], structure[2]
+        if act not in ("identity", "relu"):
+            return generic, generic
+        known = torch.ones_like(ref_abs, dtype=torch.bool) if act == "identity" else ref_abs > 0
+        z = torch.where(known, torch.minimum(ref_abs, generic), generic)
+        if not has_bias:
+            return z, z
+        if bias is None:
+            return generic, z
+        return torch.where(known, torch.minimum(ref_abs + bias, generic), generic), z
 
     @staticmethod
     def finish(terms, structure, acc, ref_abs, inter):
         """From the sum's allowance ``acc`` to the output's: a fused bias adds one fp32 rounding
-        of the biased sum (``bias_rounding``), an unfused epilogue stores its intermediates in
-        the tensor type (``stored``), each relative to the intermediates' size ``inter``
-        (:meth:`intermediates`); the activation scales the error by at most its largest slope
-        and adds its own few ulps (``act``); then the stored output's rounding and ``eta``."""
-        c_y, eta, lipschitz, act, bias_rounding, stored = terms[2], terms[3], terms[4], terms[5], terms[6], terms[7]
+        of the biased sum (``bias_rounding``); an unfused epilogue stores its intermediates in
+        the tensor type (``stored``: the convolution; ``stored_z``: the biased sum before an
+        activation), each relative to its own size ``inter`` = (|c|, |z|) (:meth:`epilogue`);
+        the activation scales the error by at most its largest slope and adds its own few ulps
+        (``act``); then the stored output's rounding and ``eta``."""
+        c_y, eta, lipschitz, act, bias_rounding, stored, stored_z = (
+            terms[2], terms[3], terms[4], terms[5], terms[6], terms[7], terms[9])
         if structure[0]:
-            acc = lipschitz * (acc + (bias_rounding + stored) * inter) + act * ref_abs
+            c_size, z_size = inter
+            acc = lipschitz * (acc + stored * c_size + (bias_rounding + stored_z) * z_size) + act * ref_abs
         return acc + c_y * (ref_abs + acc) + eta
 
     @classmethod
-    def apply(cls, terms, structure, ref_abs, ref_abs_max, a, s2):
+    def apply(cls, terms, structure, ref_abs, ref_abs_max, a, s2, bias=None):
         """``a`` is A = conv(|x|,|w|) (+|bias| when a bias is fused); ``s2`` is S2 = conv(x^2, w^2)
-        (+bias^2), used where the variance-aware form applies (``structure[1]``)."""
+        (+bias^2), used where the variance-aware form applies (``structure[1]``); ``bias`` is
+        |bias| at every output (None: the epilogue is judged without it)."""
         acc = cls.accumulation(terms, structure, a, s2)
-        return cls.finish(terms, structure, acc, ref_abs, cls.intermediates(terms, structure, a, s2) if structure[0] else a)
+        inter = cls.epilogue(terms, structure, ref_abs, a, s2, bias) if structure[0] else None
+        return cls.finish(terms, structure, acc, ref_abs, inter)
 
-    def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
+    def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None, bias=None):
         if a is None or (self.uses_variance and s2 is None):
             raise ValueError("the elementwise bound needs conv(|x|, |w|) (and conv(x^2, w^2) for random data)")
-        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
+        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2, bias)
 
     def summary(self, ref_abs_max: float) -> dict:
         c_a, c_s, c_y, eta = self._totals()
@@ -345,6 +373,8 @@ class ElementwiseBound:
         if self.fused:
             lipschitz, act_ulps = ACTIVATION_FACTORS[self.activation]
             inter = "conv(|x|,|w|)+|b|" if not self.uses_variance else f"min(conv(|x|,|w|)+|b|, {math.sqrt(2) * self.lam_walk:.2f}*sqrt(S2+b^2))"
+            if self.activation in (None, "relu"):
+                inter += ", or |ref| (+|b|) where the output gives the biased sum back"
             stored = " and each unfused intermediate stored in the tensor type" if any(s.u_inter for s in self.sides) else ""
             fused = (f"; fused {'+'.join(self.fused)}: conv error x {lipschitz:g} (largest slope), "
                      f"+ bias rounding{stored} (relative to {inter}), + {act_ulps:g} ulp for the activation")
@@ -372,7 +402,7 @@ class ExactBound:
         return ()
 
     @staticmethod
-    def apply(terms, structure, ref_abs, ref_abs_max, a, s2):
+    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None):
         import torch
 
         return torch.zeros_like(ref_abs)

@@ -35,11 +35,14 @@ FP32_TINY = 2.0 ** -126  # smallest normal fp32: the most one flushed product ca
 
 
 class Magnitudes(NamedTuple):
-    """``a`` = conv(|x|,|w|),
-    ``s2`` = conv(x^2, w^2) or None where the bound does not use it."""
+    """``a`` = conv(|x|,|w|) (+|bias|),
+    ``s2`` = conv(x^2, w^2) (+bias^2) or None where the bound does not use it,
+    ``bias`` = |bias| at every output (a fused bias), or None: an unfused epilogue's
+    intermediates are judged by their own size (convcheck.bound.ElementwiseBound.epilogue)."""
 
     a: Any
     s2: Any = None
+    bias: Any = None
 
 
 def inflation(n: int, u: float) -> float:
@@ -99,13 +102,14 @@ def compute(problem: ConvProblem, inputs, device: str, squares: bool = False) ->
         factor = inflation(n, u) * ((1.0 + u) ** 2 if power == 2 else 1.0)
         return s.to(torch.float64) * factor + tiny
 
-    a, s2 = total(1), total(2) if squares else None
+    a, s2, bias_abs = total(1), total(2) if squares else None, None
     if "bias" in problem.fuse:
         bias = _tensor(inputs.bias, device, torch.float64).reshape((1, problem.oc) + (1,) * problem.ndim)
-        a = a + bias.abs()
-        if s2 is not None:  # S2 + b^2 bounds the biased sum too (convcheck.bound.ElementwiseBound.intermediates)
+        bias_abs = bias.abs().expand(a.shape).contiguous()
+        a = a + bias_abs
+        if s2 is not None:  # S2 + b^2 bounds the biased sum too (convcheck.bound.ElementwiseBound.epilogue)
             s2 = s2 + bias * bias
-    return Magnitudes(a, s2)
+    return Magnitudes(a, s2, bias_abs)
 
 
 def structural_zeros(problem: ConvProblem, device: str = "cpu"):

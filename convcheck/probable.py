@@ -103,17 +103,19 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
     ref_abs = b64.abs()
     diff = (a64 - b64).abs()
     root_s2 = torch.sqrt(s2)
+    bias = None if mags.bias is None else mags.bias.to(b64.device)
+    inter = bound.epilogue(terms, structure, ref_abs, a_mag, s2, bias) if structure[0] else None
     u_sum = sum(u for u, _ in inexact)
     d_sum = sum(d for _, d in inexact)
     # No allowance is below this one (every sum of squares holds sum t^2 = S2).
-    low = bound.finish(terms, structure, lam * u_sum * root_s2 + (d_sum + exact_coef) * a_mag, ref_abs, a_mag)
+    low = bound.finish(terms, structure, lam * u_sum * root_s2 + (d_sum + exact_coef) * a_mag, ref_abs, inter)
     beyond = (diff > low) & torch.isfinite(b64)
     verdict.candidates = int(beyond.sum())
     if not verdict.candidates or not inexact:
         return verdict
     n = max(bound.k_terms, 1)
     typical = bound.finish(terms, structure, lam * u_sum * math.sqrt(n) * root_s2 + (d_sum + exact_coef) * a_mag,
-                           ref_abs, a_mag)
+                           ref_abs, inter)
     score = torch.where(beyond, diff / typical, -1.0).reshape(-1)
     chosen = torch.topk(score, min(examine, verdict.candidates)).indices.tolist()
     operands = [None if t is None else to_torch(t) for t in (x, w, dy)]
@@ -127,7 +129,7 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
             acc += max(lam * u * math.sqrt(s2_e + stats.energy), SEQUENTIAL_MARGIN * stats.sequential_error * u / U32)
             acc += d * a_e
         allowed = float(bound.finish(terms, structure, torch.tensor(acc, dtype=torch.float64), ref_abs[index],
-                                     a_mag[index]))
+                                     None if inter is None else (inter[0][index], inter[1][index])))
         d_e = float(diff[index])
         ratio = d_e / allowed if allowed > 0 else math.inf
         verdict.max_ratio = max(verdict.max_ratio, ratio)
