@@ -174,7 +174,7 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
     torch's fp16/bf16 convolutions, forward and backward, accumulate in fp32 and round the
     result once (measured on torch 2.13's CPU kernels over strides, dilations, groups, kernel
     sizes, batches and layouts: the answer is the fp32 sum rounded, never a sum of partial
-    sums stored in the tensor type; tests/test_verdicts_at_depth.py keeps it so). What torch
+    sums stored in the tensor type; tests/test_given_data_levels.py keeps it so). What torch
     does store in the tensor type is each op of an unfused epilogue: ``conv(x, w) + b`` rounds
     the convolution before the bias is added (``u_inter``)."""
     if implementation == "reference" or backends.float64(implementation):

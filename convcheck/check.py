@@ -311,8 +311,7 @@ def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), in
         probable.apply(result.comparison, result.problem, bnd, ours, ref, inputs.x, inputs.w, inputs.dy, mags)
     result.status, result.message = status_of(result.comparison, redzone)
     if result.status == "failed" and result.comparison.level == "probable" and not result.message:
-        result.message = ("beyond what correct fp32 summation gives on this data (probable level); no summation "
-                          "order is ruled out: --level rigorous accepts what any order could explain")
+        result.message = f"probable level: {probable.NOT_RULED_OUT}"
     if result.status == "passed" and bnd.name == "exact" and result.comparison.ref_zero_fraction > MISTRUST_ZERO_FRACTION:
         zeros = nonstructural_zero_fraction(result.problem, ref, device)
         if zeros > MISTRUST_ZERO_FRACTION:

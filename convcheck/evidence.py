@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from .check import CheckResult
+from .probable import NOT_RULED_OUT
 
 
 
@@ -152,8 +153,7 @@ def report_text(result: CheckResult) -> str:
         if c.level == "probable":
             pr = c.probable
             lines.append(f"FAILED at the probable level: {c.outside} of the {pr['examined']} outputs examined one by one "
-                         f"(of {c.total}) are beyond what correct fp32 summation gives on this data; no summation order "
-                         "is ruled out (--level rigorous accepts what any order could explain)")
+                         f"(of {c.total}) are {NOT_RULED_OUT}")
         elif c.level == "rigorous":
             lines.append(f"FAILED at the rigorous level: {c.outside} of {c.total} outputs outside tolerance "
                          "(provably wrong: outside the worst case over every summation order)")

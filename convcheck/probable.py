@@ -42,6 +42,9 @@ EXAMINED = 32
 #: A correct order's systematic error against the sequential orders measured (see the module docstring).
 SEQUENTIAL_MARGIN = 2.0
 U32 = dtypes.FP32.u
+#: What a failure at this level means, as the CLI says it.
+NOT_RULED_OUT = ("beyond what correct fp32 summation gives on this data; no summation order is ruled out "
+                 "(--level rigorous accepts what any order could explain)")
 
 
 @dataclass
