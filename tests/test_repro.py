@@ -143,7 +143,7 @@ def test_the_script_s_reference_and_bound_are_convcheck_s(kind, tmp_path):
     np.testing.assert_allclose(ref.numpy(), numpy_ref.run(p, inputs)[0], rtol=1e-12, atol=1e-12)
     # the magnitudes in float64 as on a GPU (the host's own-fill shortcut sums in fp32, inflated)
     mags = magnitudes(p, replace(inputs, kind="given"), "cpu", squares=True)
-    ours = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2)
+    ours = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2, mags.bias)
     np.testing.assert_allclose(allowed.numpy(), ours.numpy(), rtol=1e-12)
     exact = load(script(p.with_(dtype="fp32", fuse=()), bound="exact"), tmp_path / "e.py")
     assert not exact.allowed_error(ref, None, None, None, None).any()
