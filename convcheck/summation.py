@@ -10,8 +10,7 @@ Three summation orders stand for the orders real implementations use, which depe
 indices, never on values: the natural one (row-major: channels outer, as im2col and a
 direct loop sum), the same reversed, and taps outer (cuDNN's NHWC kernels, split-K over
 taps, col2im's staging). For each, :func:`order_statistics` gives the sum of the squared
-partial sums (what Higham & Mary's probabilistic bound is made of), the largest partial
-sum, and the error of a plain sequential fp32 summation in that order: the least accurate
+partial sums (what Higham & Mary's probabilistic bound is made of) and the error of a plain sequential fp32 summation in that order: the least accurate
 correct implementation, whose error on constant-like data grows like n*u (the rounding
 errors of equal terms all lean one way), where the probabilistic model does not hold.
 """
@@ -41,7 +40,8 @@ def _window(t, dims: list[int], indices: list):
 
 def element_terms(problem: ConvProblem, x, w, dy, index: tuple[int, ...]):
     """The terms of output ``index`` as a float64 tensor ``[groups, taps]`` (see the module's
-    docstring). ``x``, ``w``, ``dy``: float64 torch tensors (None where the direction has none)."""
+    docstring). ``x``, ``w``, ``dy``: torch tensors of any float type (None where the direction has
+    none); only the window the output reads is converted to float64, where every product is exact."""
     import torch
 
     p = problem
@@ -85,11 +85,10 @@ def element_terms(problem: ConvProblem, x, w, dy, index: tuple[int, ...]):
 
 
 class OrderStatistics(NamedTuple):
-    """Over the three orders: the largest sum of squared partial sums, the largest |partial
-    sum|, and the largest error of sequential fp32 summation (products rounded to fp32 first)."""
+    """Over the three orders: the largest sum of squared partial sums and the largest error of
+    sequential fp32 summation (products rounded to fp32 first); the exact sum."""
 
     energy: float
-    largest_partial: float
     sequential_error: float
     exact: float
 
@@ -109,13 +108,12 @@ def order_statistics(terms) -> OrderStatistics:
     t = terms.detach().cpu().numpy() if hasattr(terms, "detach") else np.asarray(terms)
     t = np.asarray(t, dtype=np.float64)
     exact = math.fsum(t.reshape(-1).tolist())
-    energy = largest = seq = 0.0
+    energy = seq = 0.0
     for order in orders(t):
         partial = np.cumsum(order)
         energy = max(energy, float(np.dot(partial, partial)))
-        largest = max(largest, float(np.abs(partial).max(initial=0.0)))
         # np.add.accumulate in float32 adds one term at a time, rounding every partial sum to fp32
         running = np.add.accumulate(order.astype(np.float32), dtype=np.float32)
         if running.size:
             seq = max(seq, abs(float(running[-1]) - exact))
-    return OrderStatistics(energy, largest, seq, exact)
+    return OrderStatistics(energy, seq, exact)

@@ -177,7 +177,6 @@ def test_element_terms_sum_to_the_reference(direction):
 def test_order_statistics_of_constant_terms():
     stats = order_statistics(np.full((64, 9), 0.1))
     assert stats.exact == pytest.approx(57.6)
-    assert stats.largest_partial == pytest.approx(57.6)
     assert stats.sequential_error > 0  # 0.1 is not an fp32 value: every step rounds the same way
     assert stats.energy == pytest.approx(sum((0.1 * k) ** 2 for k in range(1, 577)))
 
