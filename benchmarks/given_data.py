@@ -37,6 +37,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _paths  # noqa: E402
 
 from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close  # noqa: E402
 from convcheck.backends import im2col, torch64  # noqa: E402
@@ -265,7 +268,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=4, help="data draws per kind and shape (correct runs); bugs on the first")
     ap.add_argument("--quick", action="store_true", help="two shapes per direction, one seed (a smoke run)")
+    _paths.add_option(ap)
     args = ap.parse_args(argv)
+    print(f"# {_paths.apply(args)}")
     shapes = {d: (s[::max(1, len(s) // 2)][:2] if args.quick else s) for d, s in SHAPES.items()}
     seeds = 1 if args.quick else args.seeds
     start = time.perf_counter()

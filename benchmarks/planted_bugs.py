@@ -40,6 +40,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _paths  # noqa: E402
 
 from convcheck import run_check  # noqa: E402
 from convcheck.bound import resolve  # noqa: E402
@@ -262,7 +265,9 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=None, help="only the first N resnet_50 layers")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--half-every", type=int, default=4, help="fp16/bf16 plants on every N-th resnet_50 layer (0: none)")
+    _paths.add_option(ap)
     args = ap.parse_args()
+    print(f"# {_paths.apply(args)}")
     start = time.perf_counter()
     tally, rows = Tally(), []
     correct_random(tally, args.problems, args.seed)

@@ -15,8 +15,12 @@ the convolution in float64 on the same device, and judges ``actual`` at two leve
   ``level="rigorous"`` asks for the first alone.
 
 The types come from the tensors (float32, float16, bfloat16; ``dtype="tf32"`` if your
-kernel is meant to use TF32). In fp16/bf16 your kernel is allowed what torch does: fp32
-accumulation, and an unfused bias added in the tensor type.
+kernel is meant to use TF32). In fp16/bf16 your kernel is judged by a *contract*
+(:mod:`convcheck.rounding`): ``contract="staged"`` (the default) allows what torch does on
+any of its paths: fp32 sums, an unfused bias added in the tensor type, and the stages torch's
+slow CPU kernels store in the tensor type (dgrad: one sum per kernel tap; wgrad: one per
+image, added in fp16/bf16); ``contract="fp32"`` allows only fp32 accumulation rounded once
+(oneDNN, cuDNN). A failure names the contract it broke.
 
 ``assert_conv_input_grad_close`` and ``assert_conv_weight_grad_close`` do the same for
 the two backward convolutions, with the arguments of ``torch.nn.grad.conv{1,2,3}d_input``
@@ -78,12 +82,15 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
                        dtype=dtype, direction=direction, fuse=("bias",) if bias else ())
 
 
-def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None) -> None:
+def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
+           contract: str | None = None) -> None:
     from . import probable
     from .backends import torch64
     from .bound import check_level
+    from .rounding import CONTRACT_TEXT, check_contract
 
     level = check_level(level)
+    contract = check_contract(contract)
     actual = to_torch(actual)
     device = str(actual.device) if actual.device.type == "cpu" else "cuda"
 
@@ -93,7 +100,8 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
                              f"{tuple(problem.result_shape)} ({problem.descriptor()})")
     ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64, cuDNN disabled: never the code it judges
     given = ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64)
-    bound = make_bound("elementwise", problem, ("yours", "reference"), data="given", level=level)
+    bound = make_bound("elementwise", problem, ("yours", "reference"), data="given", level=level,
+                       devices=(device, device), contract=contract)
     mags = magnitudes(problem, given, device, squares=level == "probable")
     c = compare(actual, ref, bound, mags)
     probable.apply(c, problem, bound, actual, ref, x64, w64, dy64, mags)
@@ -110,11 +118,18 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
                    f"allowance ({c.probable['candidates']} of {c.total} exceed the smallest allowance)")
         level_text = ("Level: probable. Not ruled out under every summation order, but beyond what correct fp32 "
                       "summation gives on this data (level='rigorous' accepts what any order could explain).\n")
+        if problem.dtype in ("fp16", "bf16"):
+            level_text += f"Contract: {contract} ({CONTRACT_TEXT[contract]}).\n"
     else:
         ratio_map = error_ratio_map(actual, ref, bound, mags)
         allowed = abs(ours - truth) / ratio_map[index] if ratio_map[index] not in (0.0, float("inf")) else 0.0
         outside = f"{c.outside} of {c.total} elements ({100.0 * c.outside / c.total:.3g}%) outside the allowed error"
-        level_text = "Level: rigorous. Provably wrong: outside the worst case over every summation order.\n"
+        level_text = "Level: rigorous. Provably wrong: outside the worst case over every summation order of an fp32 accumulator.\n"
+        if problem.dtype in ("fp16", "bf16"):
+            level_text = (f"Level: rigorous. Provably wrong under the {contract} contract ({CONTRACT_TEXT[contract]}): "
+                          "outside the worst case over every summation order.\n")
+        if contract == "fp32" and problem.dtype in ("fp16", "bf16"):
+            level_text += "(contract='staged' also accepts partial sums stored in the tensor type, as torch's slow kernels do.)\n"
     raise AssertionError(
         _prefix(msg)
         + f"convolution not close ({problem.descriptor()}, {problem.direction}, {problem.dtype}): {outside}.\n"
@@ -131,33 +146,36 @@ def _prefix(msg: str | None) -> str:
 
 
 def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
-                      groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None) -> None:
+                      groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None,
+                      contract: str | None = None) -> None:
     """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
     up to what the arithmetic of ``actual``'s type allows (see the module's docstring)."""
     x, w = to_torch(input), to_torch(weight)
     problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), bias is not None)
-    _judge(actual, problem, x, w, None, bias, msg, level)
+    _judge(actual, problem, x, w, None, bias, msg, level, contract)
 
 
 def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight: Any, grad_output: Any, stride=1,
                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
-                                 msg: str | None = None, level: str | None = None) -> None:
+                                 msg: str | None = None, level: str | None = None,
+                      contract: str | None = None) -> None:
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
     w, dy = to_torch(weight), to_torch(grad_output)
     problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    _judge(actual, problem, None, w, dy, None, msg, level)
+    _judge(actual, problem, None, w, dy, None, msg, level, contract)
 
 
 def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence[int], grad_output: Any, stride=1,
                                   padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
-                                  msg: str | None = None, level: str | None = None) -> None:
+                                  msg: str | None = None, level: str | None = None,
+                      contract: str | None = None) -> None:
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
     x, dy = to_torch(input), to_torch(grad_output)
     problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level)
+    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract)
 
 
 def _placeholder_weight(weight_size, like):

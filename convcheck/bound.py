@@ -124,7 +124,7 @@ class LessonBound:
         return (self.rtol,)
 
     @staticmethod
-    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None):
+    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         return terms[0] * ref_abs_max + terms[0] * ref_abs
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
@@ -148,45 +148,72 @@ class Side:
     eta_out: float = 0.0
     u_inter: float = 0.0     # rounding of intermediates of an unfused conv+bias+activation (torch in fp16/bf16)
     eta_prod: float = 0.0    # the most one product below the smallest normal may lose (flush to zero)
+    u_stage: float = 0.0     # rounding of partial sums stored and added in the tensor type (torch's slow kernels)
+    stages: int = 1          # how many such partial sums the result adds (convcheck.rounding)
 
-    def coefficients(self, n: int, lam: float, lam_w: float, given: bool) -> tuple[float, float]:
+    def coefficients(self, n: int, lam: float, lam_w: float, given: bool, stages: bool = True) -> tuple[float, float]:
         """(coefficient of A, coefficient of sqrt(S2)) for this side's accumulation error;
-        the second is 0 where it does not apply (given data, or n*u too large)."""
+        the second is 0 where it does not apply (given data, or n*u too large). ``stages``: with
+        the allowance of a staged sum (:meth:`staged`); False where the bound takes it per output
+        from the stages' own sums instead (ElementwiseBound.accumulation)."""
         g = gamma(n, self.u_acc)
         d = 2.0 * self.u_down + self.u_down ** 2
+        stage_a, stage_s = self.staged(lam, lam_w, given) if stages else (0.0, 0.0)
         if given:
-            return g * (1.0 + d) + d, 0.0
-        c_a = min(g, lam * math.sqrt(n) * self.u_acc) * (1.0 + d) + d
+            return g * (1.0 + d) + d + stage_a, 0.0
+        c_a = min(g, lam * math.sqrt(n) * self.u_acc) * (1.0 + d) + d + stage_a
         partial = min(g, lam_w * math.sqrt(n) * self.u_acc)
         if not math.isfinite(g) or g >= 1.0:
             return c_a, 0.0
         c_s = (lam * self.u_acc * math.sqrt(n) * (lam_w * (1.0 + self.u_down) ** 2 + partial * math.sqrt(n) * (1.0 + d))
-               + lam * self.u_acc + lam_w * d)
+               + lam * self.u_acc + lam_w * d + stage_s)
         return c_a, c_s
 
+    def staged(self, lam: float, lam_w: float, given: bool) -> tuple[float, float]:
+        """(coefficient of A, of sqrt(S2)) for a sum of ``stages`` partial sums P_j, each rounded to the
+        tensor type and added there: y = s_S, s_1 = rd(P_1), s_j = rd(s_{j-1} + rd(P_j)).
 
-def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False) -> Side:
+        Beyond the output's own rounding (``u_out``) that makes S stage roundings (``u*|P_j|``, at most
+        ``u*A`` together) and S-2 roundings of running sums (``u*|s_j| <= u*A(1+gamma_S)`` each): at most
+        ``(S-1)*u*A*(1+gamma_S)`` for any data and any order. On the random fill the P_j and s_j are
+        sub-sums of symmetric terms (``|.| <= lam_w*sqrt(S2)``, Hoeffding; the P_j's squares add to at
+        most ``lam_w^2*S2``), and Azuma over the 2S-2 independent rounding errors gives
+        ``lam*u*lam_w*sqrt(S-1)*sqrt(S2)``. 0 for an unstaged side (S = 1: the output's rounding alone)."""
+        s, u = self.stages, self.u_stage
+        if s <= 1 or not u:
+            return 0.0, 0.0
+        worst = gamma(s - 1, u) * (1.0 + gamma(s, u))
+        if given:
+            return worst, 0.0
+        return min(worst, lam * math.sqrt(s - 1) * u * (1.0 + gamma(s, u))), lam * u * lam_w * math.sqrt(s - 1)
+
+
+def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False, computes=None,
+             problem=None) -> Side:
     """The rounding model of ``implementation`` ('numpy', 'torch', 'cudnn', ...) at ``dtype``.
 
     ``reduced_accumulation``: the engine's numerical note REDUCED_PRECISION_REDUCTION says it
     accumulates (at least partly) in the tensor type instead of fp32, so it is judged so.
 
-    torch's fp16/bf16 convolutions, forward and backward, accumulate in fp32 and round the
-    result once (measured on torch 2.13's CPU kernels over strides, dilations, groups, kernel
-    sizes, batches and layouts: the answer is the fp32 sum rounded, never a sum of partial
-    sums stored in the tensor type; tests/test_given_data_levels.py keeps it so). What torch
-    does store in the tensor type is each op of an unfused epilogue: ``conv(x, w) + b`` rounds
-    the convolution before the bias is added (``u_inter``)."""
+    ``computes`` (:class:`convcheck.rounding.Computes`, from the implementation itself:
+    :func:`convcheck.backends.computes`) says how it sums ``problem`` on this machine: the fp32
+    sum rounded once (oneDNN, cuDNN), or partial sums stored and added in the tensor type
+    (torch's slow kernels in fp16/bf16: dgrad per kernel tap, wgrad per image;
+    tests/test_kernel_paths.py emulates both bit for bit). None: rounded once. What torch always
+    stores in the tensor type is each op of an unfused epilogue: ``conv(x, w) + b`` rounds the
+    convolution before the bias is added (``u_inter``)."""
     if implementation == "reference" or backends.float64(implementation):
         return Side(f"{implementation} float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
     storage = dtypes.get(dtype).storage
     narrow_out = storage != "float32"
+    stages = computes.stage_count(problem) if computes is not None and problem is not None else 1
+    label = f"{implementation} {dtype}" if computes is None else f"{implementation} {dtype} [{computes.describe(problem)}]"
     # torch runs conv, bias and activation as separate ops, storing each result in the tensor
     # type; a user's function (a backend, or the answer given to an assert) is modelled as torch
     # is: its internals are unknown, and ``conv(x, w) + b`` in the tensor type is how most add a bias.
     torch_like = implementation in ("torch", "yours") or backends.is_user_function(implementation)
     return Side(
-        f"{implementation} {dtype}",
+        label,
         # fp32 accumulation is what cuDNN and torch do for all four types, unless the engine says otherwise
         u_acc=max(dtypes.get(dtype).u, dtypes.FP32.u) if reduced_accumulation else dtypes.FP32.u,
         u_down=dtypes.get("tf32").u if dtype == "tf32" else 0.0,
@@ -195,6 +222,8 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
         # cuDNN's fused graph keeps fp32 intermediates.
         u_inter=dtypes.get(dtype).u if narrow_out and torch_like else 0.0,
         eta_prod=FP32_TINY,
+        u_stage=dtypes.get(dtype).u if stages > 1 and narrow_out else 0.0,
+        stages=stages,
     )
 
 
@@ -242,9 +271,15 @@ class ElementwiseBound:
         Higham & Mary for their rounding): n*M events, each with HM's factor n, p/4."""
         return lambda_for(4.0 * float(self.k_terms) ** 2 * self.outputs, self.p_false)
 
+    @property
+    def staged(self) -> bool:
+        """Whether a side stores stages in the tensor type and the data are convcheck's own fill: the
+        stages' allowance is then taken per output from their own sums (``Magnitudes.stage``)."""
+        return not self.given and any(s.stages > 1 and s.u_stage for s in self.sides)
+
     def _totals(self) -> tuple[float, float, float, float]:
         n = max(self.k_terms, 1)
-        coefs = [s.coefficients(n, self.lam, self.lam_walk, self.given) for s in self.sides]
+        coefs = [s.coefficients(n, self.lam, self.lam_walk, self.given, stages=not self.staged) for s in self.sides]
         c_a = sum(a for a, _ in coefs)
         # The variance form holds only if it holds for every side (0: some side has none).
         c_s = sum(sq for _, sq in coefs) if all(sq > 0 for _, sq in coefs) else 0.0
@@ -263,10 +298,11 @@ class ElementwiseBound:
     @property
     def structure(self) -> tuple:
         """The formula's shape (the numbers are ``terms``): (fused epilogue, variance-aware, fused
-        bias, activation: "identity", "relu" or "other", what :meth:`epilogue` can invert)."""
+        bias, activation: "identity", "relu" or "other", what :meth:`epilogue` can invert, staged
+        sum judged by its stages' own sums)."""
         act = self.activation
         return (bool(self.fused), self.uses_variance, "bias" in self.fused,
-                "identity" if act is None else "relu" if act == "relu" else "other")
+                "identity" if act is None else "relu" if act == "relu" else "other", self.staged)
 
     def terms(self) -> tuple[float, ...]:
         """The bound's numbers, apart from its formula (``apply``): the comparison's elementwise
@@ -282,18 +318,35 @@ class ElementwiseBound:
         exact_act = self.activation in (None, "relu")
         stored_c = u_inter if has_bias or not exact_act else 0.0
         stored_z = u_inter if has_bias and not exact_act else 0.0
+        # A staged sum on the random fill (terms 10-12): Higham & Mary over its stages' own sums,
+        # lam*u*sqrt(stage energy), at most the worst case (S-1)*u*A; without the energy, the
+        # analytic forms of Side.staged.
+        staged = [s for s in self.sides if s.stages > 1 and s.u_stage] if self.staged else []
+        analytic = [s.staged(self.lam, self.lam_walk, False) for s in staged]
         return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, stored_c,
-                math.sqrt(2.0) * self.lam_walk, stored_z)
+                math.sqrt(2.0) * self.lam_walk, stored_z, self.lam * sum(s.u_stage for s in staged),
+                sum(s.staged(self.lam, self.lam_walk, True)[0] for s in staged), sum(c for _, c in analytic),
+                sum(c for c, _ in analytic))
 
     @staticmethod
-    def accumulation(terms, structure, a, s2):
+    def accumulation(terms, structure, a, s2, stage=None):
         """The allowance for the sum itself: ``c_a*A``, or the smaller variance-aware
-        ``c_s*sqrt(S2)`` where it applies (``structure[1]``)."""
+        ``c_s*sqrt(S2)`` where it applies (``structure[1]``); a staged sum (``structure[4]``) adds
+        its stages' roundings: ``lam*u*sqrt(stage)`` from the stages' own sums (``stage``, see
+        :func:`convcheck.magnitudes.stage_energy`), at most ``(S-1)*u*A``, or without them the
+        analytic bound of :meth:`Side.staged`."""
         import torch
 
         acc = terms[0] * a
         if structure[1]:
             acc = torch.minimum(acc, terms[1] * torch.sqrt(s2))
+        if len(structure) > 4 and structure[4]:
+            if stage is not None:
+                acc = acc + torch.minimum(terms[10] * torch.sqrt(stage), terms[11] * a)
+            elif s2 is not None:
+                acc = acc + torch.minimum(terms[13] * a, terms[12] * torch.sqrt(s2))
+            else:
+                acc = acc + terms[13] * a
         return acc
 
     @staticmethod
@@ -337,11 +390,12 @@ class ElementwiseBound:
         return acc + c_y * (ref_abs + acc) + eta
 
     @classmethod
-    def apply(cls, terms, structure, ref_abs, ref_abs_max, a, s2, bias=None):
+    def apply(cls, terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         """``a`` is A = conv(|x|,|w|) (+|bias| when a bias is fused); ``s2`` is S2 = conv(x^2, w^2)
         (+bias^2), used where the variance-aware form applies (``structure[1]``); ``bias`` is
-        |bias| at every output (None: the epilogue is judged without it)."""
-        acc = cls.accumulation(terms, structure, a, s2)
+        |bias| at every output (None: the epilogue is judged without it); ``stage``: a staged sum's
+        stage energy (:class:`convcheck.magnitudes.Magnitudes`)."""
+        acc = cls.accumulation(terms, structure, a, s2, stage)
         inter = cls.epilogue(terms, structure, ref_abs, a, s2, bias) if structure[0] else None
         return cls.finish(terms, structure, acc, ref_abs, inter)
 
@@ -368,6 +422,13 @@ class ElementwiseBound:
                 term += f" + 2*2^{round(math.log2(s.u_down))} (TF32 inputs)"
             if s.u_out:
                 term += f", output 2^{round(math.log2(s.u_out))}*|y|"
+            if s.stages > 1 and s.u_stage:
+                stage_u = f"2^{round(math.log2(s.u_stage))}"
+                if self.staged:
+                    term += (f", + {self.lam:.2f}*{stage_u}*sqrt(squared stage and running sums) (at most "
+                             f"{s.stages - 1}*{stage_u}*conv(|x|,|w|)) for its {s.stages} stages")
+                else:
+                    term += f", + gamma_{s.stages - 1}({stage_u})*conv(|x|,|w|) for its {s.stages} stages"
             parts.append(term)
         fused = ""
         if self.fused:
@@ -402,7 +463,7 @@ class ExactBound:
         return ()
 
     @staticmethod
-    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None):
+    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         import torch
 
         return torch.zeros_like(ref_abs)
@@ -457,10 +518,13 @@ def check_level(level: str | None) -> str:
 
 
 def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE,
-               reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL):
-    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference).
-    ``reduced_accumulation`` applies to the implementation under test (an engine's note);
-    ``data`` is "given" for inputs convcheck did not draw (judged by the any-data bound)."""
+               reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL,
+               devices: tuple[str, ...] = ("cpu", "cpu"), contract: str | None = None):
+    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference)
+    running on ``devices``. ``reduced_accumulation`` applies to the implementation under test (an
+    engine's note); ``data`` is "given" for inputs convcheck did not draw (judged by the any-data
+    bound); ``contract`` judges what convcheck cannot ask how it computes (your function, a given
+    answer: :mod:`convcheck.rounding`). Each side's model comes from the implementation itself."""
     name = resolve(name, problem, data)
     n = problem.accumulation_depth
     storage = dtypes.get(problem.dtype).storage
@@ -468,8 +532,9 @@ def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: fl
         return LessonBound(n, problem.dtype)
     if name == "elementwise":
         outputs = int(math.prod(problem.result_shape))
-        sides = tuple(side_for(impl, problem.dtype, reduced_accumulation and k == 0)
-                      for k, impl in enumerate(implementations))
+        sides = tuple(side_for(impl, problem.dtype, reduced_accumulation and k == 0,
+                               backends.computes(impl, problem, dev, contract), problem)
+                      for k, (impl, dev) in enumerate(zip(implementations, devices)))
         return ElementwiseBound(n, outputs, sides, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
                                 OVERFLOW_AT[storage], check_level(level))
     return ExactBound()

@@ -297,7 +297,13 @@ def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str):
     if not bnd.needs_abs_conv:
         return None
     # S2 serves the variance-aware form on convcheck's own fill and the probable level on given data
-    return abs_conv(problem, inputs, device, squares=inputs.kind != "given" or getattr(bnd, "level", None) == "probable")
+    mags = abs_conv(problem, inputs, device, squares=inputs.kind != "given" or getattr(bnd, "level", None) == "probable")
+    if getattr(bnd, "staged", False):  # a side stores stages in the tensor type: their own sums (convcheck.rounding)
+        from .magnitudes import stage_energy
+        from .rounding import STAGES
+
+        mags = mags._replace(stage=stage_energy(problem, inputs, STAGES[problem.direction], device))
+    return mags
 
 
 def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), inputs: ConvInputs | None = None) -> None:
@@ -391,6 +397,7 @@ def run_check(
     max_memory: int | None = None,
     fill_device: str | None = None,
     level: str | None = None,
+    contract: str | None = None,
 ) -> CheckResult:
     """Run one check through the stages. Bad input raises BadInput; a backend that cannot
     run here raises BackendUnavailable; a problem the backend declines, or any failure
@@ -401,6 +408,8 @@ def run_check(
     ``heuristics`` are for the cudnn backend. ``fill_device``: where the inputs are drawn
     (default: where the implementation under test runs; a planted bug draws on the host).
     ``level``: for given ``inputs``, "probable" (default) or "rigorous" (:mod:`convcheck.probable`).
+    ``contract``: what your function (a ``FILE.py:NAME`` backend) may have computed in fp16/bf16,
+    "staged" (default) or "fp32" (:mod:`convcheck.rounding`); torch and cuDNN say it themselves.
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.memory.TooLarge` before anything is allocated."""
     from .environment import versions
@@ -419,7 +428,9 @@ def run_check(
             options["heuristics"] = tuple(heuristics)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     bound_name = resolve_bound(bound, problem, data)
-    bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level)
+    backends.require(plan.backend, plan.backend_device)
+    bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
+                     devices=(plan.backend_device, plan.reference_device), contract=contract)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)
     where = compare_device(plan)
@@ -486,7 +497,8 @@ def _rejudge_inexact_plan(result: CheckResult, ours, ref, inputs: ConvInputs, he
     _, bound_name, _, _, why = bound_for_plan(problem, "exact", notes.get(result.backend_info.get("plan_index"), []))
     if bound_name == "exact":
         return
-    bnd = make_bound(bound_name, problem, (result.plan.backend, result.plan.reference))
+    bnd = make_bound(bound_name, problem, (result.plan.backend, result.plan.reference),
+                     devices=(result.plan.backend_device, result.plan.reference_device))
     judge(result, ours, ref, bnd, magnitudes_for(bnd, problem, inputs, where), where, result.backend_info.get("redzone") or ())
     result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {why}")
 
@@ -499,7 +511,8 @@ STORED_REFERENCES = ("torch64", "torch")
 
 
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,
-                        bound: str | None = None, reference: str | None = None, level: str | None = None) -> CheckResult:
+                        bound: str | None = None, reference: str | None = None, level: str | None = None,
+                        contract: str | None = None) -> CheckResult:
     """The lesson's half: stored inputs and output, recomputed with torch.
 
     The stored data are the caller's (given data), so the default verdict is the
@@ -507,7 +520,8 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     ``level="rigorous"``, the probable level (:mod:`convcheck.probable`: beyond what correct
     fp32 summation gives on this data); ``bound="lesson"`` applies the seed's rule exactly instead. ``reference``: ``torch64``
     (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
-    default under the lesson's rule)."""
+    default under the lesson's rule). ``contract``: what the stored output may have computed in
+    fp16/bf16, "staged" (default) or "fp32" (:mod:`convcheck.rounding`)."""
     from .environment import versions
     from .fill import ConvInputs
 
@@ -521,7 +535,8 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     backends.require(reference, device)
     inputs = ConvInputs(x=x, w=w, seed=-1, kind="given")
     result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given")
-    bnd = make_bound(bound_name, problem, ("stored", reference), data="given", level=level)
+    bnd = make_bound(bound_name, problem, ("stored", reference), data="given", level=level,
+                     devices=("cpu", device), contract=contract)
     start = time.perf_counter()
     with device_scope(plan):
         ref, result.reference_info = run_reference(plan, problem, inputs)

@@ -19,9 +19,14 @@ from .check import STORED_REFERENCES
 from .engines import ENGINE_REFERENCES
 from .plant import BUGS
 from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
+from .rounding import CONTRACTS, DEFAULT_CONTRACT
 
 LEVEL_HELP = ("given data (lesson files, model activations): probable (default) also fails what correct fp32 "
               "summation does not give on this data; rigorous fails only what no summation order explains")
+
+CONTRACT_HELP = ("what your function or a given answer may have computed in fp16/bf16 (torch and cuDNN say it "
+                 "themselves): staged (default): fp32 sums, with dgrad taps / wgrad images stored and added in the "
+                 "tensor type as torch's slow kernels do; fp32: fp32 accumulation, rounded once")
 
 EPILOG = "exit codes: 0 pass, 1 mismatch, 2 bad input, 3 backend unavailable or problem unsupported, 4 internal error"
 
@@ -115,6 +120,7 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     w.add_argument("--direction", choices=DIRECTIONS)
     w.add_argument("--bound", choices=BOUNDS, default="auto")
     w.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
+    w.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
     w.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
                    help=f"auto, {', '.join(BACKEND_NAMES)}, or your convolution function as path/to/file.py:NAME")
     w.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; its checks must fail")
@@ -158,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--evidence", metavar="FILE", help="write the report and the JSON record (with all versions) to FILE")
     c.add_argument("--save-lesson", metavar="DIR", help="write conv_shapes.txt and conv_{x,w,y}.f32 of this run (y = the output under test)")
     c.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; the check must fail")
+    c.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
     _engine_args(c)
     c.add_argument("--all-engines", action="store_true", help="check every plan cuDNN offers (same as the engines command)")
     c.add_argument("--repro", metavar="FILE", help="also write a standalone script that reproduces this check (no convcheck needed)")
@@ -168,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     l.add_argument("--bound", choices=("elementwise", "lesson"), default="elementwise",
                    help="elementwise (default): the worst-case bound valid for any data; lesson: the seed's rule exactly")
     l.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
+    l.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
     l.add_argument("--reference", choices=STORED_REFERENCES,
                    help="torch64 (default; float64, cuDNN disabled) or torch (the lesson's fp32 convolution; default with --bound lesson)")
     l.add_argument("--json", action="store_true")
@@ -349,7 +357,8 @@ def cmd_check(args) -> int:
         lesson_shapes(problem)  # refuse before running if the lesson format cannot hold it
     result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
                        seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound,
-                       engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args), max_memory=args.max_memory)
+                       engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args), max_memory=args.max_memory,
+                       contract=args.contract)
     if args.save_lesson and result.outputs is not None:
         from .lesson_io import write_lesson
 
@@ -373,7 +382,8 @@ def cmd_lesson(args) -> int:
     writable_file(args.repro, "repro")
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound,
-                                 reference=args.reference, level=args.level)
+                                 reference=args.reference, level=args.level,
+                                 contract=args.contract)
     code = _emit(result, args.json, args.evidence)
     if args.repro:
         from .fill import ConvInputs
@@ -474,7 +484,8 @@ def _run_items(args, items) -> int:
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
                            all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
-                           expect_fail=expect, plant=args.plant, level=args.level)
+                           expect_fail=expect, plant=args.plant, level=args.level,
+                           contract=args.contract)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)

@@ -117,7 +117,8 @@ def _aligned(ours: Any, ref: Any):
     return a, b
 
 
-def _elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None, ref_abs_max=None):
+def _elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None, mag_stage=None,
+                 ref_abs_max=None):
     """The per-element core both the verdict and the error map use:
     (a64, b64, allowed, inside, effective |diff|, max|ref| as a 0-d tensor).
 
@@ -134,7 +135,8 @@ def _elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_
     if ref_abs_max is None:
         ref_abs_max = torch.where(finite_ref, ref_abs, 0.0).amax()
     # Where the reference is NaN or infinite only an identical answer passes.
-    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, mag_a, mag_s2, mag_bias), 0.0)
+    allowed = torch.where(finite_ref, apply(terms, structure, ref_abs, ref_abs_max, mag_a, mag_s2, mag_bias, mag_stage),
+                          0.0)
     diff = (a64 - b64).abs()
     same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
     overflowed = torch.isinf(a64) & finite_ref & (a64 * b64 > 0) & (ref_abs + allowed >= overflow_at)
@@ -179,12 +181,12 @@ def _flat(t):
     return None if t is None else t.reshape(-1)
 
 
-def _chunked_summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None):
+def _chunked_summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None, mag_stage=None):
     """The scalars of ``_summary``, computed chunk by chunk (see ``CHUNK``) and combined:
     counts add, maxima take the larger, the worst index is offset into the whole array."""
     import torch
 
-    af, bf, mf, sf, cf = _flat(a), _flat(b), _flat(mag_a), _flat(mag_s2), _flat(mag_bias)
+    af, bf, mf, sf, cf, ef = _flat(a), _flat(b), _flat(mag_a), _flat(mag_s2), _flat(mag_bias), _flat(mag_stage)
     ref_abs_max = torch.zeros((), dtype=torch.float64)
     for i in range(0, bf.numel(), CHUNK):
         bc = bf[i:i + CHUNK].to(torch.float64)
@@ -195,7 +197,8 @@ def _chunked_summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, 
         part = slice(i, i + CHUNK)
         stats = _reduce(*_elementwise(af[part], bf[part], apply, structure, terms,
                                       None if mf is None else mf[part], None if sf is None else sf[part],
-                                      overflow_at, None if cf is None else cf[part], ref_abs_max)).tolist()
+                                      overflow_at, None if cf is None else cf[part], None if ef is None else ef[part],
+                                      ref_abs_max)).tolist()
         outside += stats[_OUTSIDE]
         zeros += stats[_ZEROS]
         max_ratio = max(max_ratio, stats[_MAX_RATIO])
@@ -251,10 +254,10 @@ def _exact_summary_eager(a, b):
     return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, zeros], dtype=torch.float64)
 
 
-def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None):
+def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None, mag_stage=None):
     """Every scalar of the verdict in whole-tensor eager passes (a GPU's reductions span every
     block of the device; on the CPU, :func:`_chunked_summary` keeps large outputs in cache)."""
-    return _reduce(*_elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias))
+    return _reduce(*_elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias, mag_stage))
 
 
 def summarize(a, b, bound_name: str, args: tuple, host: bool):
@@ -280,7 +283,8 @@ def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndar
 
 
 def _bound_args(bound, magnitudes, device) -> tuple:
-    """(formula, structure, numbers, A, S2, overflow threshold, |bias| per output) for ``_elementwise``.
+    """(formula, structure, numbers, A, S2, overflow threshold, |bias| per output, stage energy) for
+    ``_elementwise``.
 
     ``magnitudes``: a :class:`~convcheck.magnitudes.Magnitudes`, or A alone (an array of any
     library). Without S2 the variance-aware form is
@@ -288,11 +292,11 @@ def _bound_args(bound, magnitudes, device) -> tuple:
     import torch
 
     structure = bound.structure
-    a = s2 = bias = None
+    a = s2 = bias = stage = None
     if getattr(bound, "needs_abs_conv", False):
         if magnitudes is None:
             raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
-        a, s2, bias = magnitudes if isinstance(magnitudes, Magnitudes) else (magnitudes, None, None)
+        a, s2, bias, stage = magnitudes if isinstance(magnitudes, Magnitudes) else (magnitudes, None, None, None)
         a = to_torch(a).to(device=device, dtype=torch.float64)
         if s2 is not None:
             s2 = to_torch(s2).to(device=device, dtype=torch.float64)
@@ -300,7 +304,10 @@ def _bound_args(bound, magnitudes, device) -> tuple:
             structure = (structure[0], False) + tuple(structure[2:])
         if bias is not None:
             bias = to_torch(bias).to(device=device, dtype=torch.float64)
-    return bound.apply, structure, bound.terms(), a, s2, float(getattr(bound, "overflow_at", float("inf"))), bias
+        if stage is not None:
+            stage = to_torch(stage).to(device=device, dtype=torch.float64)
+    return (bound.apply, structure, bound.terms(), a, s2, float(getattr(bound, "overflow_at", float("inf"))), bias,
+            stage)
 
 
 def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:

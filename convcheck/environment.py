@@ -25,11 +25,17 @@ _DISTRIBUTIONS = (
 )
 
 
+def _first_line(e: BaseException) -> str:
+    """An exception's first line, whole (a message cut mid-word tells the user nothing)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def _try(fn, default=None):
     try:
         return fn()
     except Exception as e:
-        return default if default is not None else f"unavailable ({type(e).__name__}: {str(e).strip()[:120]})"
+        return default if default is not None else f"unavailable ({type(e).__name__}: {_first_line(e)})"
 
 
 def installed_distributions() -> dict:
@@ -67,8 +73,10 @@ def _frontend() -> dict:
 
     try:
         cudnn = fc.import_frontend()
+    except ImportError:
+        return {"cudnn_frontend": f"not installed (pip install 'nvidia-cudnn-frontend{fc.SUPPORTED}')"}
     except Exception as e:
-        return {"cudnn_frontend": f"not installed ({str(e)[:100]})"}
+        return {"cudnn_frontend": f"does not import ({type(e).__name__}: {_first_line(e)})"}
     return {
         "cudnn_frontend": fc.frontend_version(cudnn),
         "cudnn_frontend_supported": fc.is_supported_version(fc.frontend_version(cudnn)),

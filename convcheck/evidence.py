@@ -109,6 +109,8 @@ def report_text(result: CheckResult) -> str:
     lines.append(f"libcudnn  {'; '.join(v.get('libcudnn_loaded', []))}")
     b = result.backend_info
     lines.append(f"under test {_implementation(plan.backend, b)} on {plan.backend_device}")
+    if b.get("kernel", {}).get("text"):  # which kernel ran, and why: the bound models that one (convcheck.rounding)
+        lines.append(f"kernel    {b['kernel']['text']}")
     lines += _math_lines(b)
     if plan.backend == "cudnn" and b:
         lines.append(

@@ -20,8 +20,9 @@ from .errors import BadInput
 #: Bytes per element held at once (see the module's docstring).
 BYTES_PER_INPUT = 40
 BYTES_PER_RESULT = 112
-#: The float64 reference's im2col blocks and libraries' own scratch, on top.
-FIXED_OVERHEAD = 256 * 2 ** 20
+#: The comparison's cache-sized float64 chunks and libraries' small scratch, on top of the
+#: float64 reference's column blocks (:func:`scratch`).
+FIXED_OVERHEAD = 8 * 2 ** 20
 
 _UNITS = {"": 1, "b": 1, "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "t": 2 ** 40}
 
@@ -58,7 +59,15 @@ def estimate(problem, reference: str | None = None) -> int:
     if problem.direction != "fprop":
         inputs += math.prod(problem.y_shape)
     columns = native_columns(problem) if reference == "torch64" else 0
-    return inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + FIXED_OVERHEAD + columns
+    return inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + scratch(problem) + columns
+
+
+def scratch(problem) -> int:
+    """Bytes of scratch beside the arrays: the NumPy reference's column blocks (at most
+    ``numpy_ref.MAX_COLUMN_BYTES``, fewer for a small problem) and :data:`FIXED_OVERHEAD`."""
+    from .backends.numpy_ref import MAX_COLUMN_BYTES
+
+    return min(MAX_COLUMN_BYTES, native_columns(problem) * problem.mb * problem.groups) + FIXED_OVERHEAD
 
 
 def available_host() -> int | None:

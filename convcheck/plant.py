@@ -192,15 +192,31 @@ def _fp16_accumulation_backward(problem: ConvProblem, inputs: ConvInputs) -> np.
             idx = np.concatenate([np.arange(gi * kg + j, gi * kg + min(j + step, kg)) for gi in range(g)])
             return replace(problem, oc=g * (min(j + step, kg) - j)), None, inputs.w[idx], inputs.dy[:, idx]
         slices = (block(j) for j in range(0, kg, step))
-    else:
+    elif problem.mb >= MAX_SLICES:
         step = -(-problem.mb // MAX_SLICES)  # images per slice
         slices = ((replace(problem, mb=min(i + step, problem.mb) - i), inputs.x[i:i + step], inputs.w, inputs.dy[i:i + step])
                   for i in range(0, problem.mb, step))
+    else:  # few images: each image's output positions in blocks too (at batch 1 a per-image slice would round once)
+        slices = _position_slices(problem, inputs, -(-MAX_SLICES // problem.mb))
     acc = torch.zeros(problem.result_shape, dtype=torch.float16)
     for q, x, w, dy in slices:
         part, _ = torch_conv.compute(q, t(x), t(w), t(dy))
         acc = (acc.to(torch.float64) + part.to(torch.float32).to(torch.float64)).to(torch.float16)
     return acc.to(torch.float32).numpy()
+
+
+def _position_slices(problem: ConvProblem, inputs: ConvInputs, blocks: int):
+    """wgrad slices of one image and one block of its output positions each (the output gradient
+    zero elsewhere: the rest of the sum is left out, not changed)."""
+    single = replace(problem, mb=1)
+    positions = int(np.prod(problem.output))
+    step = -(-positions // blocks)
+    for i in range(problem.mb):
+        for start in range(0, positions, step):
+            dy = np.zeros_like(inputs.dy[i:i + 1])
+            flat_dy, flat_src = dy.reshape(1, problem.oc, -1), inputs.dy[i:i + 1].reshape(1, problem.oc, -1)
+            flat_dy[:, :, start:start + step] = flat_src[:, :, start:start + step]
+            yield single, inputs.x[i:i + 1], inputs.w, dy
 
 
 def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
@@ -248,7 +264,9 @@ def effect(bug: str, problem: ConvProblem, inputs: ConvInputs) -> float:
 
     0 means the bug is invisible on this problem and these inputs (a dropped
     channel that the sparse exact fill had already zeroed, a shifted padding
-    whose taps all hit zeros): no check can or should flag it.
+    whose taps all hit zeros): no check can or should flag it. In fp16/bf16 both
+    answers are compared stored in that type: a bug whose answer is the correct one
+    rounded (an fp16 accumulation of a sum with one term) changes nothing.
     """
     import torch
 
@@ -261,6 +279,10 @@ def effect(bug: str, problem: ConvProblem, inputs: ConvInputs) -> float:
     else:
         wrong = compute(planted.problem, planted.inputs)
     wrong = planted.post(torch.from_numpy(wrong)).to(torch.float64).numpy()
+    storage = dtypes.torch_dtype(problem.dtype)
+    if storage in (torch.float16, torch.bfloat16) and bug != "element":  # the element plant is kept in float64
+        correct = torch.from_numpy(correct).to(storage).to(torch.float64).numpy()
+        wrong = torch.from_numpy(wrong).to(storage).to(torch.float64).numpy()
     scale = float(np.abs(correct).max()) or 1.0
     diff = np.abs(wrong - correct)
     if np.isnan(diff).any():

@@ -35,7 +35,8 @@ import math
 from dataclasses import dataclass, field
 
 from . import dtypes
-from .summation import element_terms, order_statistics
+from .bound import gamma as bound_gamma
+from .summation import element_terms, order_statistics, stage_statistics
 
 #: Outputs whose terms are summed one by one (the furthest beyond the typical correct error).
 EXAMINED = 32
@@ -74,15 +75,30 @@ def derivation(bound) -> str:
 
 
 def _sides(bound):
-    """(fp32-like sides' (u_acc, d), the float64 sides' coefficient of A)."""
+    """(fp32-like sides' (u_acc, d, side), the float64 sides' coefficient of A)."""
     inexact, exact_coef = [], 0.0
     n = max(bound.k_terms, 1)
     for side in bound.sides:
         if side.u_acc <= dtypes.FP64_U:
             exact_coef += side.coefficients(n, bound.lam, bound.lam_walk, True)[0]
         else:
-            inexact.append((side.u_acc, 2.0 * side.u_down + side.u_down ** 2))
+            inexact.append((side.u_acc, 2.0 * side.u_down + side.u_down ** 2, side))
     return inexact, exact_coef
+
+
+def _staged(problem, side, lam: float, terms) -> float:
+    """A staged side's allowance for its stages on one output's terms (:mod:`convcheck.rounding`):
+    Higham & Mary over its stage and running sums, or the worst case of those roundings on this
+    data where that is smaller (few stages: sqrt(S)*lam > S), and at least twice the staged sum's
+    own error (equal stages, as constant data give, round one way at every step)."""
+    if side.stages <= 1 or not side.u_stage:
+        return 0.0
+    from .rounding import STAGES
+
+    u = side.u_stage
+    stats = stage_statistics(terms, STAGES[problem.direction], dtypes.get(problem.dtype).storage)
+    worst = u * stats.worst * (1.0 + bound_gamma(side.stages, u))
+    return max(min(lam * u * math.sqrt(stats.energy), worst), SEQUENTIAL_MARGIN * stats.staged_error)
 
 
 def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) -> ProbableVerdict:
@@ -108,8 +124,8 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
     root_s2 = torch.sqrt(s2)
     bias = None if mags.bias is None else mags.bias.to(b64.device)
     inter = bound.epilogue(terms, structure, ref_abs, a_mag, s2, bias) if structure[0] else None
-    u_sum = sum(u for u, _ in inexact)
-    d_sum = sum(d for _, d in inexact)
+    u_sum = sum(u for u, _, _ in inexact)
+    d_sum = sum(d for _, d, _ in inexact)
     # No allowance is below this one (every sum of squares holds sum t^2 = S2).
     low = bound.finish(terms, structure, lam * u_sum * root_s2 + (d_sum + exact_coef) * a_mag, ref_abs, inter)
     beyond = (diff > low) & torch.isfinite(b64)
@@ -125,12 +141,13 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
     rows = []
     for flat in chosen:
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), b64.shape))
-        stats = order_statistics(element_terms(problem, *operands, index))
+        own = element_terms(problem, *operands, index)
+        stats = order_statistics(own)
         s2_e, a_e = float(s2[index]), float(a_mag[index])
         acc = exact_coef * a_e
-        for u, d in inexact:
+        for u, d, side in inexact:
             acc += max(lam * u * math.sqrt(s2_e + stats.energy), SEQUENTIAL_MARGIN * stats.sequential_error * u / U32)
-            acc += d * a_e
+            acc += d * a_e + _staged(problem, side, lam, own)
         allowed = float(bound.finish(terms, structure, torch.tensor(acc, dtype=torch.float64), ref_abs[index],
                                      None if inter is None else (inter[0][index], inter[1][index])))
         d_e = float(diff[index])

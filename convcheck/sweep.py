@@ -46,6 +46,7 @@ class SweepOptions:
     expect_fail: tuple = ()  # known bugs (convcheck.expectations): their failures are reported apart
     plant: str | None = None  # a bug planted in the implementation under test (every check must fail)
     level: str | None = None  # given data (model --data activations): "probable" (default) or "rigorous"
+    contract: str | None = None  # your function / given data in fp16/bf16: "staged" (default) or "fp32" (convcheck.rounding)
 
 
 @dataclass
@@ -98,6 +99,7 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
     for path in batch_files:
         path = Path(path)
         lines = text_lines(path, "batch", "benchdnn descriptors or MIOpenDriver command lines")
+        start = len(items)
         for lineno, line in enumerate(lines, 1):
             body = line.split("#", 1)[0].strip()
             if not body or (pattern and not pattern.search(body)):
@@ -116,6 +118,7 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
                 items.append(Item(path.name, parse_descriptor(body, mb=mb, **fixed), text=body))
             except BadInput as e:
                 items.append(Item(path.name, None, f"{path}:{lineno}: {e}", text=body))
+        _refuse_if_not_a_batch_file(path, items[start:])
     for d in descriptors:
         items.append(Item("cli", parse_descriptor(d, mb=mb, **fixed), text=d))
     if random_count:
@@ -130,6 +133,15 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
             except BadInput as e:
                 items.append(Item("random", None, str(e), text=p.descriptor()))
     return items
+
+
+def _refuse_if_not_a_batch_file(path: Path, items: list[Item]) -> None:
+    """A file most of whose lines are no problem (a README, a log) is the wrong file, not a batch
+    file with typos: one line, exit 2, before anything is checked."""
+    bad = [item for item in items if item.problem is None and not item.unsupported]
+    if len(items) >= 4 and len(bad) * 2 > len(items):
+        raise BadInput(f"{path} is not a batch file: {len(bad)} of its {len(items)} lines are neither benchdnn "
+                       f"descriptors nor MIOpenDriver command lines (first: {bad[0].error})", option="batch")
 
 
 class _Stop:
@@ -223,7 +235,7 @@ class Progress:
                 self.bar = None
 
     def update(self, i: int, rec: dict, number: int) -> None:
-        """Item ``i`` of this run is done; ``rec`` (its worst record) is record ``number`` of the
+        """``i`` of this run's problems are done; ``rec`` (its worst record) is record ``number`` of the
         file, the number ``rerun --index`` and the summary use. A record that was not checked
         (refused, unsupported, invalid, error) shows its whole reason, wrapped."""
         if self.quiet:
@@ -290,7 +302,8 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
 def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
                        device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
-                       max_memory=options.max_memory, inputs=item.inputs, plant=options.plant, level=options.level)
+                       max_memory=options.max_memory, inputs=item.inputs, plant=options.plant, level=options.level,
+                       contract=options.contract)
     rec = result.record()
     if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
         rec["notes"] = list(options.notes) + [n for n in rec["notes"] if not n.startswith("cuDNN not tested")]
@@ -586,7 +599,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     executor = executor or InlineExecutor()
     stop = _Stop()
     restore = stop.install()
-    progress = Progress(len(items), quiet)
+    progress = Progress(len(todo), quiet)  # this run's problems: a resumed sweep counts what is left
+    done = 0
     start = time.perf_counter()
     try:
         with open(out, "a", encoding="utf-8") as f:
@@ -611,7 +625,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                     if on_record:
                         on_record(rec)
                 worst = _worst_of(recs)
-                progress.update(i, worst, first + recs.index(worst))
+                done += 1
+                progress.update(done, worst, first + recs.index(worst))
                 if stop.hard:
                     break
     except KeyboardInterrupt:

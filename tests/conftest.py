@@ -18,7 +18,33 @@ def _gpu_reason() -> str | None:
     return backends.unavailable_reason("cudnn", "cuda")
 
 
+def pytest_configure(config):
+    """``CONVCHECK_ONEDNN=off`` (.ci/run's second pass over the half-precision tests): torch's calls in
+    this process run without oneDNN too, as convcheck's own do (convcheck.backends.torch_conv), so
+    every test sees torch's slow kernels whatever this CPU supports."""
+    from convcheck.backends.torch_conv import onednn_switched_off
+
+    if onednn_switched_off():
+        import torch
+
+        torch._C._set_mkldnn_enabled(False)
+        torch._C._set_nnpack_enabled(False)
+
+
+def pytest_report_header(config):
+    import torch
+
+    from convcheck.backends.torch_conv import onednn_switched_off
+
+    return (f"torch {torch.__version__} on {torch.backends.cpu.get_cpu_capability()}: oneDNN fp16 "
+            f"{torch.ops.mkldnn._is_mkldnn_fp16_supported()}, bf16 {torch.ops.mkldnn._is_mkldnn_bf16_supported()}"
+            f"{'; oneDNN switched off (CONVCHECK_ONEDNN=off)' if onednn_switched_off() else ''}")
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # the half-precision verdicts, run again on torch's slow kernels by .ci/run
+        if any(word in item.nodeid.lower() for word in ("fp16", "bf16", "half")):
+            item.add_marker(pytest.mark.half)
     gpu_items = [i for i in items if "gpu" in i.keywords]
     if not gpu_items:
         return

@@ -215,6 +215,7 @@ def test_the_gpu_pass_on_real_checks_equals_the_host_pass(desc, kw, dtype, plant
     assert c.passed is (not plant) and (c.outside == 3) is plant
 
 
+@pytest.mark.half
 def test_nothing_on_a_check_s_path_compiles(monkeypatch):
     """No torch.compile anywhere: a check of each direction, bound and fusion runs with
     torch.compile and dynamo made to fail, and no source file of convcheck names them."""

@@ -196,6 +196,7 @@ def test_miopen_lines_refuse_what_they_cannot_represent_naming_the_flag(flags, e
         parse_miopen_line("MIOpenDriver convint8 -n 1")
 
 
+@pytest.mark.half
 def test_a_sweep_reads_miopen_lines_beside_benchdnn_lines(tmp_path):
     batch = tmp_path / "mixed.txt"
     batch.write_text("# MIOpen and benchdnn, one file\n"

@@ -79,3 +79,24 @@ def float64(name: str) -> bool:
 def host_only(name: str) -> bool:
     """Whether the implementation runs on the CPU only (the float64 reference, im2col)."""
     return tuple(facts(name).devices) == ("cpu",)
+
+
+#: Implementations that are no backend: an answer handed to an assert, a stored output.
+GIVEN = {"yours": "your answer", "stored": "the stored output"}
+
+
+def computes(name: str, problem, device: str = "cpu", contract: str | None = None):
+    """What ``name`` computes for ``problem`` on ``device`` (:class:`convcheck.rounding.Computes`),
+    from the implementation itself: a backend that can say (torch asks torch which kernel it runs)
+    has ``computes(problem, device)``; one that cannot (your function, a given answer) is judged
+    by ``contract`` (:data:`convcheck.rounding.CONTRACTS`); float64 ones and "reference" give None."""
+    from ..rounding import ONCE, by_contract
+
+    if name == "reference" or float64(name):
+        return None
+    if name in GIVEN:
+        return by_contract(problem, contract, GIVEN[name])
+    if is_user_function(name):
+        return by_contract(problem, contract, "your function")
+    own = getattr(module(name), "computes", None)
+    return own(problem, device) if own is not None else ONCE

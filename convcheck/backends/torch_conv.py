@@ -6,6 +6,8 @@ as the lesson does: see :mod:`convcheck.math_mode`.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import dtypes, layout
@@ -72,6 +74,101 @@ def to_layout(t, channels_last: bool):
     order = layout.physical_order(t.dim(), True)
     inverse = [order.index(a) for a in range(t.dim())]
     return t.permute(order).contiguous().permute(inverse)
+
+
+#: torch's names for its convolution kernels (``torch._C._ConvBackend``), and whether each rounds
+#: like the slow kernels (stages stored in the tensor type: convcheck.rounding) or once.
+KERNELS = {
+    "Mkldnn": ("oneDNN (mkldnn)", False), "MkldnnEmpty": ("oneDNN (mkldnn), empty", False),
+    "Cudnn": ("cuDNN", False), "CudaDepthwise2d": ("CUDA depthwise", False), "CudaDepthwise3d": ("CUDA depthwise", False),
+    "Miopen": ("MIOpen", False), "MiopenDepthwise": ("MIOpen depthwise", False), "Empty": ("empty", False),
+    "Slow2d": ("slow_conv2d", True), "SlowDilated2d": ("slow_conv_dilated2d", True),
+    "Slow3d": ("slow_conv3d", True), "SlowDilated3d": ("slow_conv_dilated3d", True),
+    # NNPACK (fp32 only, batches of 16 and more without oneDNN) runs Winograd/FFT: not a direct sum
+}
+
+
+def onednn_switched_off() -> bool:
+    """``CONVCHECK_ONEDNN=off`` runs torch with oneDNN (and NNPACK, which would then take fp32 batches
+    of 16 and more with its fast algorithms) switched off: its slow kernels on any CPU, the path an
+    AVX2 machine takes in fp16/bf16, in checks and sweeps alike."""
+    import os
+
+    return os.environ.get("CONVCHECK_ONEDNN", "").strip().lower() in ("off", "0", "false", "no")
+
+
+@contextlib.contextmanager
+def kernel_scope():
+    """The oneDNN switch of :func:`onednn_switched_off`, as a context for torch's calls (set directly:
+    ``torch.backends.mkldnn.flags`` also resets oneDNN's TF32 switch and warns about it)."""
+    import torch
+
+    if not onednn_switched_off():
+        yield
+        return
+    before = torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    torch._C._set_nnpack_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(before[0])
+        torch._C._set_nnpack_enabled(before[1])
+
+
+def select_kernel(problem: ConvProblem, device: str = "cpu") -> str:
+    """The kernel torch will run for ``problem`` here, as torch names it (``Slow2d``, ``Mkldnn``,
+    ``Cudnn``...): ``torch._C._select_conv_backend`` on empty tensors of the problem's shapes, type
+    and layout, padded as :func:`conv_forward` pads them (its choice depends on all of these, the
+    CPU's features and ``torch.backends.mkldnn``; backward directions select the same way)."""
+    import torch
+
+    storage = dtypes.torch_dtype(problem.dtype)
+    nd = problem.ndim
+    if problem.pad_pre == problem.pad_post:
+        shape, padding = problem.x_shape, list(problem.pad_pre)
+    else:
+        shape = problem.x_shape[:2] + tuple(i + a + b for i, a, b in zip(problem.input, problem.pad_pre, problem.pad_post))
+        padding = [0] * nd
+    x = to_layout(torch.empty(shape, dtype=storage, device=device), problem.layout == "nxc")
+    w = torch.empty(problem.w_shape, dtype=storage, device=device)
+    with kernel_scope():
+        chosen = torch._C._select_conv_backend(x, w, None, list(problem.stride), padding, list(_torch_dilation(problem)),
+                                               False, [0] * nd, problem.groups)
+    return str(chosen).split(".")[-1]
+
+
+def _why_slow(problem: ConvProblem) -> str:
+    import torch
+
+    if onednn_switched_off() or not torch._C._get_mkldnn_enabled():
+        return "oneDNN switched off"
+    supported = {"fp16": torch.ops.mkldnn._is_mkldnn_fp16_supported, "bf16": torch.ops.mkldnn._is_mkldnn_bf16_supported}
+    check = supported.get(problem.dtype)
+    if check is not None and not check():
+        return f"oneDNN has no {problem.dtype} on this CPU: {torch.backends.cpu.get_cpu_capability()}"
+    return "torch chose it for this shape"
+
+
+def computes(problem: ConvProblem, device: str = "cpu"):
+    """What torch computes for ``problem`` on ``device`` (:class:`convcheck.rounding.Computes`): the
+    kernel it will run and, for its slow kernels in fp16/bf16, the stages they store in the tensor type."""
+    from ..rounding import Computes, staging_for
+
+    try:
+        kernel = select_kernel(problem, "cuda" if device.startswith("cuda") else device)
+    except Exception as e:  # an unaskable torch: judged by the widest model, and said so
+        return Computes("torch, kernel unknown", f"torch._C._select_conv_backend failed: {type(e).__name__}",
+                        staging_for(problem))
+    name, slow = KERNELS.get(kernel, (kernel, None))
+    where = "" if device == "cpu" else " on CUDA"
+    if slow is None:  # not modelled: judged as the slow kernels round (the widest of the two models)
+        return Computes(f"torch {name}{where}", "a kernel convcheck has not modelled: judged as the slow kernels",
+                        staging_for(problem))
+    if not slow:
+        return Computes(f"torch {name}{where}", "fp32 sum rounded once" if problem.dtype in ("fp16", "bf16") else "")
+    why = _why_slow(problem) if device == "cpu" else "cuDNN not used"
+    return Computes(f"torch {name}{where}", why, staging_for(problem))
 
 
 def _torch_dilation(problem: ConvProblem) -> tuple[int, ...]:
@@ -162,11 +259,13 @@ def as_checked(problem: ConvProblem, inputs, device: str):
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
     """Returns (result torch tensor on ``device``, info dict)."""
     storage = dtypes.torch_dtype(problem.dtype)
-    with torch_conv_math(tf32=problem.dtype == "tf32"):
+    kernel = computes(problem, device)
+    with torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope():
         x, w, dy, bias = as_checked(problem, inputs, device)
         y, how = compute(problem, x, w, dy, bias)
         info = {
             "implementation": how,
+            "kernel": kernel.as_dict(problem),
             "device": str(y.device),
             "dtype": str(storage).replace("torch.", ""),
             "x_strides": list(x.stride()),
