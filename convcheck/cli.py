@@ -231,10 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
 
     m = sub.add_parser("matrix", help="the same sweep under several versions (one environment each), then the diff",
-                       epilog="example: convcheck matrix --cudnn 9.19.0.56 --cudnn 9.28.0.42 -- --batch shapes_resnet_50 --mb 8")
+                       epilog="example: convcheck matrix --cudnn 9.19.0.56 --cudnn 9.28.0.42 -- --batch cases/benchdnn/shapes_resnet_50 --mb 8")
     m.add_argument("--cudnn", action="append", default=[], metavar="VERSION", help="an nvidia-cudnn-cu12/cu13 version")
     m.add_argument("--install", action="append", default=[], metavar="PKG==V", help="any pinned package")
-    m.add_argument("--workdir", default="convcheck-matrix", help="where the environments and sweep files go")
+    m.add_argument("--workdir", help="where the environments and sweep files go (default: ~/.cache/convcheck/matrix, "
+                                     "outside the checkout: a cuDNN environment is about 2 GB)")
     m.add_argument("--factor", type=_factor, default=10.0)
     m.add_argument("sweep_args", nargs=argparse.REMAINDER, help="-- then the options of convcheck sweep")
 
@@ -551,7 +552,10 @@ def cmd_matrix(args) -> int:
 
     sweep_args = args.sweep_args[1:] if args.sweep_args[:1] == ["--"] else args.sweep_args
     requirements = [cudnn_requirement(v) for v in args.cudnn] + list(args.install)
-    entries = run_matrix(requirements, sweep_args, Path(args.workdir), log=lambda s: print(s, file=sys.stderr))
+    from .matrix import default_workdir
+
+    workdir = Path(args.workdir) if args.workdir else default_workdir()
+    entries = run_matrix(requirements, sweep_args, workdir, log=lambda s: print(s, file=sys.stderr))
     worst = 0
     base = entries[0]
     for other in entries[1:]:

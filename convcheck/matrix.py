@@ -95,16 +95,52 @@ def base_cudnn_dirs() -> list[str]:
     return dirs
 
 
+def default_workdir() -> Path:
+    """Where environments go unless --workdir says: the user's cache, never the checkout (each
+    cuDNN environment is about 2 GB)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "convcheck" / "matrix"
+
+
+def disk_use(path: Path) -> int:
+    """Bytes under ``path`` (files only, links not followed)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def require_cudnn_runs(requirements: list[str], sweep_args: list[str]) -> None:
+    """Comparing cuDNN versions means nothing where no environment can load cuDNN on a GPU: refused
+    (exit 3) before anything is installed, instead of sweeps that never ran cuDNN and "0 flips"."""
+    if not any(r.startswith("nvidia-cudnn-") for r in requirements):
+        return
+    from . import backends
+
+    reason = backends.unavailable_reason("cudnn", "cuda")
+    if reason:
+        raise BackendUnavailable("matrix", f"comparing cuDNN versions needs cuDNN to run on a GPU here, and it cannot "
+                                 f"({reason}); nothing was installed")
+
+
 def run_matrix(requirements: list[str], sweep_args: list[str], workdir: Path, log=print) -> list[MatrixEntry]:
+    from .memory import human
+
     if len(requirements) < 2:
         raise BadInput("matrix needs at least two versions (--cudnn V or --install PKG==V, twice or more)")
     if "--out" in sweep_args:
         raise BadInput("matrix chooses each sweep's --out itself (one file per version under --workdir)")
+    require_cudnn_runs(requirements, sweep_args)
     workdir.mkdir(parents=True, exist_ok=True)
     repo = str(Path(__file__).resolve().parent.parent)
     entries = []
     for req in requirements:
         python = prepare_env(req, workdir, log)
+        log(f"matrix: {python.parent.parent} holds {human(disk_use(python.parent.parent))}")
         out = workdir / f"sweep-{slug(req)}.jsonl"
         if out.exists():
             out.unlink()

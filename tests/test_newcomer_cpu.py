@@ -1,0 +1,73 @@
+"""What a newcomer meets on a CPU machine: no claim the machine cannot back (issue 28)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from convcheck import backends
+
+from .conftest import REPO, run_cli
+
+
+def test_a_cudnn_matrix_without_a_gpu_is_refused_before_installing(tmp_path):
+    if backends.unavailable_reason("cudnn", "cuda") is None:
+        pytest.skip("cuDNN runs here: the matrix would install for real")
+    done = run_cli("matrix", "--cudnn", "9.19.0.56", "--cudnn", "9.28.0.42", "--workdir", str(tmp_path / "m"),
+                   "--", "--batch", str(REPO / "cases" / "benchdnn" / "shapes_resnet_50"), "--mb", "1")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "nothing was installed" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
+
+
+def test_matrix_environments_default_outside_the_checkout(monkeypatch, tmp_path):
+    from convcheck.matrix import default_workdir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_workdir() == tmp_path / "convcheck" / "matrix"
+    assert REPO not in default_workdir().parents
+
+
+def test_versions_say_whole_sentences_when_the_frontend_is_missing(monkeypatch):
+    import builtins
+
+    from convcheck import environment
+
+    real = builtins.__import__
+
+    def no_cudnn(name, *a, **k):
+        if name == "cudnn" or name.startswith("cudnn."):
+            raise ImportError("No module named 'cudnn'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_cudnn)
+    text = environment._frontend()["cudnn_frontend"]
+    assert text.startswith("not installed (pip install 'nvidia-cudnn-frontend") and text.endswith("')"), text
+
+
+def test_a_file_that_is_mostly_not_a_batch_file_is_refused(tmp_path):
+    done = run_cli("sweep", "--batch", str(REPO / "README.md"), "--out", str(tmp_path / "s.jsonl"), "--quiet")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not a batch file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s.jsonl").exists() or not (tmp_path / "s.jsonl").read_text()
+
+
+def test_a_resumed_sweep_counts_what_is_left(tmp_path):
+    out = tmp_path / "s.jsonl"
+    lines = ["mb1ic4ih6oc4oh6kh3ph1", "mb1ic4ih7oc4oh7kh3ph1", "mb1ic4ih8oc4oh8kh3ph1", "mb1ic4ih9oc4oh9kh3ph1"]
+    done = run_cli("sweep", *lines[:2], "--backend", "torch", "--device", "cpu", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    done = run_cli("sweep", *lines, "--backend", "torch", "--device", "cpu", "--out", str(out), "--resume")
+    assert done.returncode == 0, done.stderr
+    progress = [line.split()[0] for line in done.stderr.splitlines() if line.startswith("[")]
+    assert progress == ["[1/2]", "[2/2]"], done.stderr
+    assert len(out.read_text().splitlines()) == 4
+
+
+def test_a_small_problem_is_not_said_to_need_hundreds_of_megabytes():
+    done = run_cli("check", "mb1ic16ih14oc1oh14kh3ph1", "--backend", "torch", "--device", "cpu", "--max-memory", "1K")
+    assert done.returncode == 2
+    needed = done.stderr.split("needs about ")[1].split(" (")[0]
+    value, unit = needed.split()
+    assert unit in ("KiB", "MiB") and (unit == "KiB" or float(value) < 16), done.stderr
