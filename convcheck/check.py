@@ -88,7 +88,10 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
     backend_device = "cpu" if backends.host_only(backend) else device
     reference_device = "cpu" if backends.host_only(reference) else device
     if reference == backend:
-        raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r})")
+        why = (f"; with no usable GPU here auto chose {backend} on the CPU ({notes[0][len('cuDNN not tested: '):]}), so "
+               f"--reference {reference} would judge it by itself: the lesson's comparison needs cuDNN under test on a GPU"
+               if notes and notes[0].startswith("cuDNN not tested") else "")
+        raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r}){why}")
     if not notes and "cudnn" not in (backend, reference):
         notes.append(f"cuDNN not tested: {backend} vs {reference} was asked for")
     return Plan(backend, backend_device, reference, reference_device, notes)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +25,9 @@ from .records import problem_from_record, read_records, record_label, severity
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}
+table{border-collapse:collapse;font-size:13px;max-width:100%}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere;max-width:26em}
 th{background:#eee;cursor:pointer;user-select:none}
 tr.failed,tr.error{background:#fdd}tr.mistrusted{background:#ffd}tr.unsupported{background:#eef}
 .counts span{margin-right:1.2em}.case{margin:1.5em 0;padding-top:.5em;border-top:1px solid #ccc}
@@ -72,49 +72,65 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
 
     problem = problem_from_record(rec)
     try:
-        ratio, remark = _rerun_ratio_map(rec, problem)
+        ratio, diff, remark = _rerun_ratio_map(rec, problem)
     except BadInput as e:  # e.g. a record of given data, which the file does not hold
         return [], f"not re-run: {e}"
     if ratio is None:
         return [], remark
-    folded = ratio.max(axis=0) if ratio.ndim > 1 else ratio[None]  # fold the batch (or K for wgrad) by max
-    grid = folded.reshape(folded.shape[0], -1)
-    shown = np.log10(np.clip(np.nan_to_num(grid, posinf=1e6), 1e-6, None))
+    exact = rec.get("bound") == "exact"  # allowed error 0: error/bound is 0 or infinite, so picture the differences
+    fold = (lambda a: a.max(axis=0) if a.ndim > 1 else a[None])  # fold the batch (or K for wgrad) by max
+    grid = fold(diff if exact else ratio)
+    grid = grid.reshape(grid.shape[0], -1)
+    wrong = fold(np.nan_to_num(ratio, nan=np.inf) > 1.0).reshape(grid.shape)
+    floor = 1e-12 if exact else 1e-6
+    shown = np.log10(np.clip(np.nan_to_num(grid, nan=1e6, posinf=1e6), floor, None))
     pictures = []
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    im = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap="magma", vmin=min(-3.0, float(shown.min())),
-                   vmax=max(0.5, float(shown.max())))
+    im = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap="magma",
+                   vmin=float(shown.min()) if exact else min(-3.0, float(shown.min())), vmax=max(0.5, float(shown.max())))
+    rows, cols = np.nonzero(wrong)
+    if 0 < rows.size <= 2000:  # one wrong output is a pixel that resampling can drop: mark each
+        ax.scatter(cols, rows, s=18, facecolors="none", edgecolors="#0cf", linewidths=0.8, label="outside the bound")
+        ax.legend(loc="upper right", fontsize=7)
     ax.set_xlabel("output position (flattened spatial)")
     ax.set_ylabel({"fprop": "output channel", "dgrad": "input channel", "wgrad": "input channel / group"}[problem.direction])
-    ax.set_title("log10(error / bound), max over the batch", fontsize=10)
+    ax.set_title("log10 |ours - reference|, max over the batch (exact bound: any difference fails)" if exact
+                 else "log10(error / bound), max over the batch", fontsize=9)
     fig.colorbar(im, ax=ax)
     pictures.append(_png(fig))
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    values = np.log10(np.clip(np.nan_to_num(ratio.ravel(), posinf=1e6), 1e-12, None))
-    ax.hist(values, bins=60, color="#446")
-    ax.axvline(0.0, color="red", linestyle="--", label="bound")
-    ax.set_xlabel("log10(error / bound) per element")
+    if exact:
+        differing = diff.ravel()[diff.ravel() > 0]
+        ax.hist(np.log10(np.nan_to_num(differing, nan=1e6, posinf=1e6)), bins=30, color="#446")
+        ax.set_xlabel(f"log10 |ours - reference| of the {differing.size} differing outputs (of {diff.size})")
+    else:
+        values = np.log10(np.clip(np.nan_to_num(ratio.ravel(), posinf=1e6), 1e-12, None))
+        ax.hist(values, bins=60, color="#446")
+        ax.axvline(0.0, color="red", linestyle="--", label="bound")
+        ax.set_xlabel("log10(error / bound) per element")
+        ax.legend()
     ax.set_ylabel("elements")
-    ax.legend()
     pictures.append(_png(fig))
     plt.close(fig)
     return pictures, remark
 
 
-def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, str]:
-    """error/bound per element of the recorded check (or plan), re-run and judged by the bound
-    that judged it; (None, why) if it gave no output."""
+def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """(error/bound, |ours - ref|) per element of the recorded check (or plan), re-run and judged by
+    the bound that judged it; (None, None, why) if it gave no output."""
     from .check import compare_device, magnitudes_for
+    from .compare import to_torch
     from .rerun import rerun
 
     result = rerun(rec, keep_outputs=True)
     what = f"re-run of plan {rec['engine']}" if rec.get("engine") else "re-run"
     if result.outputs is None or result.judging is None:
-        return None, f"{what} gave {result.status}: {result.message}"
+        return None, None, f"{what} gave {result.status}: {result.message}"
     ours, ref, inputs = result.outputs
     a = magnitudes_for(result.judging, problem, inputs, compare_device(result.plan))
-    return (error_ratio_map(ours, ref, result.judging, a),
+    diff = (to_torch(ours).double().cpu() - to_torch(ref).double().cpu()).abs().numpy()
+    return (error_ratio_map(ours, ref, result.judging, a), diff,
             f"{what}: {result.status}, err/bound {result.comparison.max_ratio:.3g}")
 
 
@@ -124,6 +140,22 @@ def _cell(value, numeric: bool = False) -> str:
     if numeric:
         return f"<td data-v='{float(value)!r}'>{float(value):.3g}</td>"
     return f"<td>{html.escape(str(value))}</td>"
+
+
+#: The versions the report's head names, in this order, as "name value".
+VERSION_KEYS = ("convcheck", "torch", "cudnn (torch)", "cudnn_frontend", "cudnn_backend (frontend)", "gpu", "user_function")
+
+
+def _versions_line(versions: dict) -> str:
+    """``convcheck 0.1.0 · torch 2.13.0+cpu · ...``: the recorded versions a reader compares."""
+    parts = []
+    for key in VERSION_KEYS:
+        if key in versions:
+            value = versions[key]
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items())
+            parts.append(f"{key} {value}")
+    return " · ".join(parts) or "none recorded"
 
 
 def write_report(records_path, out_path, pictures: int = 5, title: str | None = None) -> Path:
@@ -160,7 +192,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
 <h1>{html.escape(title)}</h1>
 <p class='counts'>{''.join(f"<span>{html.escape(str(k))}: <b>{v}</b></span>" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))}
 <span>records: <b>{len(records)}</b></span></p>
-<p>versions: {html.escape(json.dumps({k: versions.get(k) for k in ('convcheck', 'torch', 'cudnn (torch)', 'cudnn_frontend', 'cudnn_backend (frontend)', 'gpu', 'user_function') if k in versions}))}</p>
+<p>versions: {html.escape(_versions_line(versions))}</p>
 <h2>Every problem</h2><p>Click a column to sort.</p>
 <table id='records'><thead><tr>{''.join(f"<th onclick='sortTable({j})'>{html.escape(c)}</th>" for j, c in enumerate(COLUMNS))}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>

@@ -40,6 +40,10 @@ def load_object(target: str, role: str):
             module = importlib.import_module(where)
         except ImportError as e:
             raise BadInput(f"{role} {target!r}: cannot import {where!r} ({e})") from None
+        except Exception as e:  # a package whose compiled part does not load (torchvision built for another torch)
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BadInput(f"{role} {target!r}: the installed {where.split('.')[0]} is broken here: importing {where!r} "
+                           f"raised {type(e).__name__}: {first} (reinstall it for this torch)") from None
     if not name or not hasattr(module, name):
         raise BadInput(f"{role} {target!r}: {where} has no {name!r}")
     source = getattr(module, "__file__", None)

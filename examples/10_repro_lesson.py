@@ -16,11 +16,16 @@ Written by convcheck 0.1.0 from convcheck graph mb2ic16ih14oc8oh14kh3ph1 --pytho
 import math
 import sys
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
 
-import cudnn
+    import cudnn
+except ImportError as e:  # one line and exit 3, as without a GPU: the script cannot run here
+    print(f"this script needs torch, NumPy and the cuDNN frontend (pip install nvidia-cudnn-frontend "
+          f"nvidia-cudnn-cu12 cupy-cuda12x, or the -cu13/cuda13x ones): {e}", file=sys.stderr)
+    sys.exit(3)
 
 # ---------------------------------------------------------------- the problem
 # Dims are always logical: N, C, then the spatial axes (D, H, W); the strides say how they

@@ -71,3 +71,36 @@ def test_a_small_problem_is_not_said_to_need_hundreds_of_megabytes():
     needed = done.stderr.split("needs about ")[1].split(" (")[0]
     value, unit = needed.split()
     assert unit in ("KiB", "MiB") and (unit == "KiB" or float(value) < 16), done.stderr
+
+
+def test_a_package_that_does_not_import_is_one_line_exit_2(tmp_path):
+    """torchvision built for another torch raises RuntimeError ("operator torchvision::nms does not
+    exist") on import: that names the broken package, it is no internal error."""
+    pkg = tmp_path / "brokenvision"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    done = run_cli("model", "brokenvision.models:resnet50", "--input", "1,3,32,32", "--out", str(tmp_path / "m.jsonl"),
+                   env={"PYTHONPATH": f"{tmp_path}:{REPO}"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the installed brokenvision is broken here" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("example", ["08_assert_in_pytest.py", "11_your_conv_function.py"])
+def test_pytest_examples_without_pytest_say_so_in_one_line(example):
+    import subprocess
+    import sys
+
+    path = REPO / "examples" / example
+    hide = f"import sys, runpy; sys.modules['pytest'] = None; sys.argv = [{str(path)!r}]; runpy.run_path({str(path)!r}, run_name='__main__')"
+    done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "pip install pytest" in done.stderr
+
+
+def test_no_install_advice_where_there_is_no_gpu():
+    from convcheck.backends import cudnn_graph
+
+    if cudnn_graph.nvidia_driver_present():
+        pytest.skip("this machine has an NVIDIA driver")
+    reason = backends.unavailable_reason("cudnn", "cuda")
+    assert "no NVIDIA GPU driver" in reason and "pip install" not in reason

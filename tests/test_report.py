@@ -60,3 +60,30 @@ def test_rendered_in_headless_chromium_and_sorted_by_its_script(report, tmp_path
     shot = tmp_path / "shot.png"
     _chromium(f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1200,1600", f"--screenshot={shot}", f"file://{page}")
     assert shot.exists() and shot.stat().st_size > 20_000
+
+
+def test_an_exact_bound_failure_is_pictured_where_the_outputs_differ(tmp_path):
+    """error/bound is 0 or infinite under the exact bound: the picture is |ours - ref| with each
+    differing output marked, and a histogram of the differing outputs alone."""
+    from convcheck.report import error_pictures
+    from convcheck.records import read_records
+
+    out = tmp_path / "s.jsonl"
+    done = run_cli("check", "mb2ic16ih14oc8oh14kh3ph1", "--plant", "element", "--json", "--backend", "torch", "--device", "cpu")
+    assert done.returncode == 1
+    out.write_text(done.stdout)
+    rec = read_records(out)[0]
+    assert rec["bound"] == "exact"
+    pictures, remark = error_pictures(rec)
+    assert len(pictures) == 2 and "failed" in remark
+
+
+def test_the_versions_line_reads_as_text_and_the_table_wraps(report):
+    from convcheck.report import _versions_line
+
+    _, page = report
+    text = page.read_text()
+    line = re.search(r"<p>versions: ([^<]*)</p>", text).group(1)
+    assert line.startswith("convcheck ") and "{" not in line and "torch " in line
+    assert "overflow-wrap:anywhere" in text  # long descriptors and messages wrap inside the page's width
+    assert _versions_line({"torch": "2.13.0", "gpu": {"name": "H200"}}) == "torch 2.13.0 · gpu name H200"

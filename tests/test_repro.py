@@ -83,6 +83,16 @@ def test_on_the_cpu_the_script_prints_the_graph_and_exits_3(tmp_path):
     assert lines[-1].startswith("a GPU is needed from here on") and not done.stderr
 
 
+def test_without_the_frontend_the_script_says_so_in_one_line_and_exits_3(tmp_path):
+    path = tmp_path / "r.py"
+    path.write_text(script(parse_descriptor("mb2ic8ih12oc8oh5kh3sh2ph0")))
+    hide = f"import sys, runpy; sys.modules['cudnn'] = None; sys.argv = [{str(path)!r}]; runpy.run_path({str(path)!r}, run_name='__main__')"
+    done = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "pip install nvidia-cudnn-frontend" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_script_imports_no_convcheck():
     for desc, kw in KINDS:
         tree = ast.parse(script(parse_descriptor(desc, **kw)))

@@ -59,10 +59,30 @@ PROBED_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "FFT", "WINOGRAD", "NONDET
 _HANDLES: dict[int, Any] = {}
 
 
+def nvidia_driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver at all: a /dev/nvidia* device node or a loadable
+    libcuda (containers that pass the GPU through have both; a CPU machine has neither)."""
+    import ctypes
+    import ctypes.util
+    import glob
+
+    if glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/dxg"):
+        return True
+    for name in filter(None, (ctypes.util.find_library("cuda"), "libcuda.so.1")):
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
+
+
 def unavailable_reason(device: str) -> str | None:
     """None when a cuDNN graph can run here, else one sentence saying why not."""
     if device == "cpu":
         return "cuDNN runs on a CUDA GPU only (device cuda)"
+    if not nvidia_driver_present():  # before any install advice: no extra makes a GPU appear
+        return "this machine has no NVIDIA GPU driver (no /dev/nvidia* device, no libcuda): cuDNN needs an NVIDIA GPU"
     try:
         import torch
     except ImportError:
