@@ -1,0 +1,129 @@
+"""The README's documented commands and examples, walked as a newcomer on the light install would.
+
+The light install (``bash scripts/setup.sh`` on a CPU machine) has torch, NumPy and rich: no cuDNN
+frontend, no CuPy, no pytest, no matplotlib, no Ray. Here those packages are hidden from each
+command (a ``sitecustomize`` whose import filter answers "not installed" for them), so every
+command meets what the light install has. Each must give the exit code the README documents for
+it there and never a traceback; a refusal is one line that says what it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO
+
+HIDDEN = ("cudnn", "cupy", "cupy_backends", "pytest", "hypothesis", "matplotlib", "ray", "torchvision")
+SITE = f'''
+import sys
+HIDDEN = {HIDDEN!r}
+
+
+class _NotInstalled:
+    """Wraps a finder: a hidden package is not found, as where it was never installed."""
+
+    def __init__(self, finder):
+        self.finder = finder
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            return None
+        find = getattr(self.finder, "find_spec", None)
+        return find(name, path, target) if find else None
+
+    def __getattr__(self, attr):
+        return getattr(self.finder, attr)
+
+
+sys.meta_path[:] = [_NotInstalled(f) for f in sys.meta_path]
+'''
+
+#: (README command, exit code on the light install). The cuDNN-only ones are refused in one line.
+COMMANDS = [
+    ("convcheck check mb2ic16ih14oc8oh14kh3ph1", 0),
+    ("convcheck model examples/09_small_net.py:SmallNet --input 8,3,32,32 --data activations --out net.jsonl", 0),
+    ("convcheck model torchvision.models:resnet50 --input 8,3,224,224 --dtype fp16 --direction wgrad", 2),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --out r50.jsonl", 0),
+    ("convcheck repro r50.jsonl --index 7 -o conv_bug.py", 0),
+    ("python conv_bug.py", 3),
+    ("convcheck check mb2ic16ih14oc8oh14kh3ph1 --repro conv_bug2.py", 0),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --out resnet.jsonl --junit resnet.xml", 0),
+    ("convcheck sweep --random 200 --seed 1 --out random.jsonl", 0),
+    ("convcheck rerun resnet.jsonl --index 3", 0),
+    ("convcheck diff r50.jsonl resnet.jsonl", 0),
+    ("convcheck report resnet.jsonl --html resnet.html", 2),
+    ("convcheck sweep --batch cases/benchdnn/shapes_dw_2d_strided_padding --jobs 2 --out dw.jsonl", 0),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 32 --gpus all --out r.jsonl", 3),
+    ("convcheck sweep --random 1000 --ray --out r.jsonl", 3),
+    ("convcheck matrix --cudnn 9.27.0.42 --cudnn 9.28.0.42 -- --batch cases/benchdnn/shapes_resnet_50 --mb 1", 3),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --all-engines --out eng.jsonl", 3),
+    ("convcheck graph mb2ic16ih14oc8oh14kh3ph1", 3),
+    ("convcheck env", 0),
+]
+#: Examples on the light install (README "Examples"): 08 and 11 are pytest files, 10 needs the frontend.
+EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3}
+
+
+@pytest.fixture(scope="module")
+def light(tmp_path_factory):
+    """A folder to run in (the README's commands write their files beside them) and the environment."""
+    work = tmp_path_factory.mktemp("light")
+    site = work / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITE)
+    for name in ("cases", "examples"):
+        os.symlink(REPO / name, work / name)
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO}")
+    env.pop("CONVCHECK_ONEDNN", None)
+    return work, env
+
+
+def _run(line: str, work, env):
+    args = shlex.split(line)
+    if args[0] == "convcheck":
+        args = [sys.executable, "-m", "convcheck", *args[1:]]
+    elif args[0] == "python":
+        args = [sys.executable, *args[1:]]
+    return subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_light_install_is_simulated(light):
+    work, env = light
+    done = _run("python -c 'import importlib.util as u; print([u.find_spec(m) is None for m in (\"cudnn\", \"cupy\", \"pytest\")])'",
+                work, env)
+    assert done.stdout.strip() == "[True, True, True]", done.stdout + done.stderr
+
+
+def test_every_documented_command_is_in_this_walk():
+    text = (REPO / "README.md").read_text()
+    documented = {line.split("#")[0].strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+                  for line in block.splitlines() if line.strip().startswith(("convcheck ", "python "))}
+    walked = {c for c, _ in COMMANDS}
+    missing = {c for c in documented if not any(c.startswith(w) or w.startswith(c) for w in walked)
+               and "old.jsonl" not in c}
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("line,code", COMMANDS, ids=[c.split(" --")[0][:60] for c, _ in COMMANDS])
+def test_a_documented_command_on_the_light_install(light, line, code):
+    work, env = light
+    done = _run(line, work, env)
+    assert done.returncode == code, (line, done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    if code in (2, 3) and line.startswith("convcheck"):
+        errors = [x for x in done.stderr.strip().splitlines() if x.startswith("convcheck: error")]
+        assert len(errors) == 1, done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "examples").glob("*.py")))
+def test_an_example_on_the_light_install(light, name):
+    work, env = light
+    done = _run(f"python examples/{name}", work, env)
+    assert done.returncode == EXAMPLES.get(name, 0), (name, done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
