@@ -77,12 +77,10 @@ def _run(p, dtype, g):
     return got, x, w, dy, storage
 
 
-def _paths():
-    yield pytest.param(False, id="oneDNN-off")
-    yield pytest.param(True, id="default")
+PATHS = [pytest.param(False, id="oneDNN-off"), pytest.param(True, id="default")]
 
 
-@pytest.mark.parametrize("onednn", _paths())
+@pytest.mark.parametrize("onednn", PATHS)
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_the_declared_model_is_torch_s_arithmetic_bit_for_bit(onednn, dtype, direction):
