@@ -104,3 +104,11 @@ def test_no_install_advice_where_there_is_no_gpu():
         pytest.skip("this machine has an NVIDIA driver")
     reason = backends.unavailable_reason("cudnn", "cuda")
     assert "no NVIDIA GPU driver" in reason and "pip install" not in reason
+
+
+def test_the_lessons_reference_on_a_cpu_machine_says_why_it_is_refused():
+    if backends.unavailable_reason("cudnn", "cuda") is None:
+        pytest.skip("cuDNN runs here: --reference torch is the lesson's comparison")
+    done = run_cli("check", "mb2ic16ih14oc8oh14kh3ph1", "--reference", "torch")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "would judge it by itself" in done.stderr and "cuDNN under test on a GPU" in done.stderr
