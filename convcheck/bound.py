@@ -169,6 +169,11 @@ class Side:
                + lam * self.u_acc + lam_w * d + stage_s)
         return c_a, c_s
 
+    @property
+    def is_staged(self) -> bool:
+        """Whether this side adds partial sums stored in a narrower type than fp32 (convcheck.rounding)."""
+        return self.stages > 1 and self.u_stage > 0
+
     def staged(self, lam: float, lam_w: float, given: bool) -> tuple[float, float]:
         """(coefficient of A, of sqrt(S2)) for a sum of ``stages`` partial sums P_j, each rounded to the
         tensor type and added there: y = s_S, s_1 = rd(P_1), s_j = rd(s_{j-1} + rd(P_j)).
@@ -179,9 +184,9 @@ class Side:
         sub-sums of symmetric terms (``|.| <= lam_w*sqrt(S2)``, Hoeffding; the P_j's squares add to at
         most ``lam_w^2*S2``), and Azuma over the 2S-2 independent rounding errors gives
         ``lam*u*lam_w*sqrt(S-1)*sqrt(S2)``. 0 for an unstaged side (S = 1: the output's rounding alone)."""
-        s, u = self.stages, self.u_stage
-        if s <= 1 or not u:
+        if not self.is_staged:
             return 0.0, 0.0
+        s, u = self.stages, self.u_stage
         worst = gamma(s - 1, u) * (1.0 + gamma(s, u))
         if given:
             return worst, 0.0
@@ -275,7 +280,7 @@ class ElementwiseBound:
     def staged(self) -> bool:
         """Whether a side stores stages in the tensor type and the data are convcheck's own fill: the
         stages' allowance is then taken per output from their own sums (``Magnitudes.stage``)."""
-        return not self.given and any(s.stages > 1 and s.u_stage for s in self.sides)
+        return not self.given and any(s.is_staged for s in self.sides)
 
     def _totals(self) -> tuple[float, float, float, float]:
         n = max(self.k_terms, 1)
@@ -318,10 +323,10 @@ class ElementwiseBound:
         exact_act = self.activation in (None, "relu")
         stored_c = u_inter if has_bias or not exact_act else 0.0
         stored_z = u_inter if has_bias and not exact_act else 0.0
-        # A staged sum on the random fill (terms 10-12): Higham & Mary over its stages' own sums,
+        # A staged sum on the random fill (terms 10-13): Higham & Mary over its stages' own sums,
         # lam*u*sqrt(stage energy), at most the worst case (S-1)*u*A; without the energy, the
         # analytic forms of Side.staged.
-        staged = [s for s in self.sides if s.stages > 1 and s.u_stage] if self.staged else []
+        staged = [s for s in self.sides if s.is_staged] if self.staged else []
         analytic = [s.staged(self.lam, self.lam_walk, False) for s in staged]
         return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, stored_c,
                 math.sqrt(2.0) * self.lam_walk, stored_z, self.lam * sum(s.u_stage for s in staged),
@@ -422,7 +427,7 @@ class ElementwiseBound:
                 term += f" + 2*2^{round(math.log2(s.u_down))} (TF32 inputs)"
             if s.u_out:
                 term += f", output 2^{round(math.log2(s.u_out))}*|y|"
-            if s.stages > 1 and s.u_stage:
+            if s.is_staged:
                 stage_u = f"2^{round(math.log2(s.u_stage))}"
                 if self.staged:
                     term += (f", + {self.lam:.2f}*{stage_u}*sqrt(squared stage and running sums) (at most "

@@ -432,10 +432,9 @@ def run_check(
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     bound_name = resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
+    backends.require(plan.reference, plan.reference_device)
     bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
                      devices=(plan.backend_device, plan.reference_device), contract=contract)
-    backends.require(plan.backend, plan.backend_device)
-    backends.require(plan.reference, plan.reference_device)
     where = compare_device(plan)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name)

@@ -114,7 +114,7 @@ def disk_use(path: Path) -> int:
     return total
 
 
-def require_cudnn_runs(requirements: list[str], sweep_args: list[str]) -> None:
+def require_cudnn_runs(requirements: list[str]) -> None:
     """Comparing cuDNN versions means nothing where no environment can load cuDNN on a GPU: refused
     (exit 3) before anything is installed, instead of sweeps that never ran cuDNN and "0 flips"."""
     if not any(r.startswith("nvidia-cudnn-") for r in requirements):
@@ -134,7 +134,7 @@ def run_matrix(requirements: list[str], sweep_args: list[str], workdir: Path, lo
         raise BadInput("matrix needs at least two versions (--cudnn V or --install PKG==V, twice or more)")
     if "--out" in sweep_args:
         raise BadInput("matrix chooses each sweep's --out itself (one file per version under --workdir)")
-    require_cudnn_runs(requirements, sweep_args)
+    require_cudnn_runs(requirements)
     workdir.mkdir(parents=True, exist_ok=True)
     repo = str(Path(__file__).resolve().parent.parent)
     entries = []

@@ -91,7 +91,7 @@ def _staged(problem, side, lam: float, terms) -> float:
     Higham & Mary over its stage and running sums, or the worst case of those roundings on this
     data where that is smaller (few stages: sqrt(S)*lam > S), and at least twice the staged sum's
     own error (equal stages, as constant data give, round one way at every step)."""
-    if side.stages <= 1 or not side.u_stage:
+    if not side.is_staged:
         return 0.0
     from .rounding import STAGES
 

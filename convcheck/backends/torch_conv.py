@@ -130,7 +130,8 @@ def select_kernel(problem: ConvProblem, device: str = "cpu") -> str:
     else:
         shape = problem.x_shape[:2] + tuple(i + a + b for i, a, b in zip(problem.input, problem.pad_pre, problem.pad_post))
         padding = [0] * nd
-    x = to_layout(torch.empty(shape, dtype=storage, device=device), problem.layout == "nxc")
+    # an empty tensor with the layout's strides (to_layout would copy one): torch reads only its metadata
+    x = torch.empty_strided(shape, layout.strides_for(shape, problem.layout == "nxc"), dtype=storage, device=device)
     w = torch.empty(problem.w_shape, dtype=storage, device=device)
     with kernel_scope():
         chosen = torch._C._select_conv_backend(x, w, None, list(problem.stride), padding, list(_torch_dilation(problem)),
