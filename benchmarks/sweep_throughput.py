@@ -18,6 +18,9 @@ of ``convcheck check`` on the lesson's problem in a fresh process, Python's star
 
 Usage: python benchmarks/sweep_throughput.py [--mb 8] [--configs fprop:fp32,wgrad:fp32]
        [--repeat 3] [--jobs 1] [--batch FILE] [--match REGEX] [--no-cli]
+Isolation (issue 27): the same sweep with every check in this process (no supervised worker) is
+timed too, in this process (the worker warm: what each check pays) and in fresh processes
+(Python's start and the worker's included: what a user's command pays); target <= 1.05.
 Targets (issues 11, 18): sweep time <= 1.5 x the peers on 2 CPU cores at --mb 8; on a GPU
 at --mb 32, per-check overhead <= 1.3 (geometric mean, fprop fp32), the first check of a
 process at most 1 s more than a later one, ``convcheck check`` at most 6 s wall.
@@ -54,20 +57,63 @@ from convcheck.records import problem_from_record  # noqa: E402
 STAGES = ("fill", "under_test", "reference", "magnitudes", "compare")
 
 
-def sweep(args, out: Path) -> float:
+def sweep(args, out: Path, isolated: bool = True) -> float:
+    """Wall seconds of the CLI's sweep in this process; ``isolated=False``: the same command with
+    every check in this process (sweep.InlineExecutor, no supervised worker: the peer that
+    says what isolation costs)."""
+    argv = sweep_argv(args, out)
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), inline_checks(not isolated):
+        code = convcheck_main(argv)
+    wall = time.perf_counter() - start
+    if code not in (0, 1):
+        raise SystemExit(f"the sweep exited {code}")
+    return wall
+
+
+@contextlib.contextmanager
+def inline_checks(on: bool):
+    """The sweep command with its checks run in this process instead of a supervised worker."""
+    from convcheck import sweep as sweep_module
+
+    saved = sweep_module.make_executor
+    if on:
+        sweep_module.make_executor = lambda *a, **k: sweep_module.InlineExecutor()
+    try:
+        yield
+    finally:
+        sweep_module.make_executor = saved
+
+
+INLINE_MAIN = ("import sys; from convcheck import sweep; from convcheck.cli import main; "
+               "sweep.make_executor = lambda *a, **k: sweep.InlineExecutor(); sys.exit(main(sys.argv[1:]))")
+
+
+def fresh_process_walls(args, tmp: Path, repeat: int = 2) -> tuple[float, float]:
+    """(supervised, inline): the fastest wall of ``repeat`` runs of the sweep command in a fresh
+    process, Python's start included, as a user runs it; and of the same command with every
+    check in that process (no isolation: what a sweep cost before supervised workers)."""
+    best = [float("inf"), float("inf")]
+    for r in range(repeat):
+        for k, head in enumerate(([sys.executable, "-m", "convcheck"], [sys.executable, "-c", INLINE_MAIN])):
+            out = tmp / f"fresh{k}_{r}.jsonl"
+            start = time.perf_counter()
+            done = subprocess.run([*head, *sweep_argv(args, out)], cwd=REPO, capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"the sweep exited {done.returncode}: {done.stderr[-500:]}")
+            best[k] = min(best[k], wall)
+    return best[0], best[1]
+
+
+def sweep_argv(args, out: Path) -> list[str]:
     argv = ["sweep", "--batch", args.batch, "--mb", str(args.mb), "--out", str(out), "--quiet",
             "--direction", args.direction, "--dtype", args.dtype, "--jobs", str(args.jobs)]
     if args.match:
         argv += ["--match", args.match]
     if args.device == "cpu":
         argv += ["--backend", "torch", "--device", "cpu"]
-    start = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        code = convcheck_main(argv)
-    wall = time.perf_counter() - start
-    if code not in (0, 1):
-        raise SystemExit(f"the sweep exited {code}")
-    return wall
+    return argv
 
 
 def peers(problem, device: str) -> float:
@@ -110,6 +156,9 @@ def one_configuration(args) -> dict:
         if best is None or wall < best[0]:
             best = (wall, out)
     wall, out = best
+    inline = min(sweep(args, tmp / f"inline{i}.jsonl", isolated=False) for i in range(args.repeat))
+    fresh = fresh_process_walls(args, tmp, repeat=min(args.repeat, 3)) if args.fresh else (float("nan"), float("nan"))
+    args.fresh = False  # once, for the first configuration: what the command costs a user to start
     recs = [json.loads(line) for line in out.read_text().splitlines()]
     print(f"\n### convcheck sweep --batch {Path(args.batch).name} --mb {args.mb} --direction {args.direction} "
           f"--dtype {args.dtype} --jobs {args.jobs} on {args.device} ({torch.get_num_threads()} threads), "
@@ -148,7 +197,12 @@ def one_configuration(args) -> dict:
     first_recs = [json.loads(line) for line in first[1].read_text().splitlines()]
     later = {r["problem"]: r["time_s"] for r in recs}
     start_cost = (first_recs[0]["time_s"] - later.get(first_recs[0]["problem"], float("nan"))) if first_recs else float("nan")
+    print(f"isolation (supervised worker) against the same checks in this process: {wall:.2f} s / {inline:.2f} s = "
+          f"{wall / inline:.3f} (sweeps in one process, the worker warm)" + (
+              "" if math.isnan(fresh[0]) else f"; in a fresh process, Python's start included: {fresh[0]:.2f} s / "
+              f"{fresh[1]:.2f} s = {fresh[0] / fresh[1]:.3f} (target <= 1.05)"))
     summary = {"config": f"{args.direction} {args.dtype}", "checks": len(recs), "ratio": wall / total_peers,
+               "isolation_warm": wall / inline, "isolation_fresh": fresh[0] / fresh[1],
                "overhead": geomean(overheads) if on_gpu else float("nan"), "first_check_extra_s": start_cost}
     if on_gpu:
         print(f"GPU per-check overhead, check time / (cuDNN execute + reference conv), from the records: "
@@ -179,6 +233,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="sweeps per configuration; the fastest is reported")
     ap.add_argument("--no-cli", action="store_true", help="skip timing 'convcheck check' in a fresh process")
+    ap.add_argument("--no-fresh", dest="fresh", action="store_false",
+                    help="skip the fresh-process sweeps (supervised and inline) that say what isolation costs a user")
     args = ap.parse_args()
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
     args.mb = args.mb or (32 if args.device == "cuda" else 8)
@@ -187,10 +243,12 @@ def main() -> int:
     for config in configs.split(","):
         args.direction, args.dtype = config.split(":")
         summaries.append(one_configuration(args))
-    print("\n| configuration | checks | sweep/peers | GPU check/(cuDNN+reference), geomean | first check of the process minus a later one (s) |")
-    print("|---|---|---|---|---|")
+    print("\n| configuration | checks | sweep/peers | supervised/inline (warm) | supervised/inline (fresh process) "
+          "| GPU check/(cuDNN+reference), geomean | first check of the process minus a later one (s) |")
+    print("|---|---|---|---|---|---|---|")
     for s in summaries:
-        print(f"| {s['config']} | {s['checks']} | {s['ratio']:.2f} | {s['overhead']:.2f} | {s['first_check_extra_s']:+.3f} |")
+        print(f"| {s['config']} | {s['checks']} | {s['ratio']:.2f} | {s['isolation_warm']:.3f} | {s['isolation_fresh']:.3f} "
+              f"| {s['overhead']:.2f} | {s['first_check_extra_s']:+.3f} |")
     print("targets: sweep/peers <= 1.5 (CPU, fprop fp32); GPU overhead <= 1.3 (fprop fp32); first check <= 1 s more than a later one")
     if not args.no_cli:
         print(f"\nconvcheck check mb2ic16ih14oc8oh14kh3ph1 in a fresh process (Python's start included): "

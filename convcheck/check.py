@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import backends, plant as plants, probable
+from . import backends, plant as plants, probable, stages
 from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, make_bound, resolve as resolve_bound
 from .compare import Comparison, compare, to_torch
 from .errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported
@@ -441,21 +441,25 @@ def run_check(
     try:
         with device_scope(plan):
             clock = StageClock(plan)
+            stages.enter("fill")
             if inputs is None:
                 inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else fill_device)
             clock.mark("fill")
             result.seed, result.fill, result.density, result.fill_device = inputs.seed, inputs.kind, inputs.density, inputs.device
             planted = plants.apply(plant, problem, inputs)
+            stages.enter("execute")  # cuDNN says build and plan first (convcheck.backends.cudnn_graph)
             ours, result.backend_info = run_under_test(plan, problem, inputs, planted, options)
             if planted.compute is not None:
                 result.backend_info["implementation"] = f"planted: {plant}"
             clock.mark("under_test")
+            stages.enter("reference")
             ref, result.reference_info = run_reference(plan, problem, inputs)
             clock.mark("reference")
             _note_shared_implementation(plan)
             for info in (result.backend_info, result.reference_info):
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
+            stages.enter("compare")
             mags = magnitudes_for(bnd, problem, inputs, where)
             clock.mark("magnitudes")
             judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ConvCheckError, writable_file
+from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, BadInput, ConvCheckError, writable_file
 from .backends import NAMES as BACKEND_NAMES
 from .bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from .check import STORED_REFERENCES
@@ -105,6 +105,25 @@ def _backend(text: str) -> str:
                                      "path/to/file.py:NAME or package.module:NAME")
 
 
+def _seconds(text: str) -> float:
+    """--timeout: seconds, 0 for no limit."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0 (0: no limit)")
+    return value
+
+
+TIMEOUT_HELP = ("seconds a check may run before its worker is killed and it is recorded as timeout "
+                "(0: no limit; default: 60 s plus the problem's size at a pessimistic rate)")
+
+
+def _timeout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=TIMEOUT_HELP)
+
+
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", metavar="NAME|INDEX", help="run this plan (name as listed by 'engines', or its index)")
     p.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
@@ -129,11 +148,15 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     w.add_argument("--out", required=out_required, metavar="FILE",
                    help="JSON-lines file the records go to" + ("" if out_required else " (default: a temporary file)"))
     w.add_argument("--resume", action="store_true", help="skip problems already in --out (and count the whole file)")
+    w.add_argument("--retry-crashed", action="store_true",
+                   help="with --resume, check again the problems recorded as crashed or timeout (skipped otherwise)")
+    _timeout_arg(w)
     w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
     w.add_argument("--expect-fail", metavar="FILE",
                    help="known bugs, a line each: REGEX DTYPE DIRECTION IMPLEMENTATION REASON (their failures are counted apart)")
     w.add_argument("--quiet", action="store_true", help="no progress output")
-    w.add_argument("--jobs", type=_at_least(1), default=1, help="local worker processes (a crash in one costs only its problems)")
+    w.add_argument("--jobs", type=_at_least(1), default=1,
+                   help="supervised worker processes (a crash or hang in one costs only the problem it ran)")
     w.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse (and record) a problem whose check would need more")
     w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
     w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
@@ -168,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(c)
     c.add_argument("--all-engines", action="store_true", help="check every plan cuDNN offers (same as the engines command)")
     c.add_argument("--repro", metavar="FILE", help="also write a standalone script that reproduces this check (no convcheck needed)")
+    _timeout_arg(c)
 
     l = sub.add_parser("lesson", help="check the C++ lesson's stored files against torch", epilog=EPILOG)
     l.add_argument("directory", help="folder with conv_shapes.txt, conv_x.f32, conv_w.f32, conv_y.f32")
@@ -192,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--json", action="store_true", help="one JSON record per engine")
     n.add_argument("--evidence", metavar="FILE", help="write the table and the records to FILE")
     _engine_args(n)
+    _timeout_arg(n)
     n.set_defaults(repeat=3)
 
     w = sub.add_parser("sweep", help="many problems, each record appended to a JSON-lines file as it finishes", epilog=EPILOG)
@@ -223,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
     which.add_argument("--name", help="the first record whose problem contains this text")
     r.add_argument("--json", action="store_true")
+    _timeout_arg(r)
 
     d = sub.add_parser("diff", help="what changed between two sweeps")
     d.add_argument("a")
@@ -318,10 +344,16 @@ def _output_folder(path, option: str):
 
 
 def cmd_engines(args) -> int:
+    problem = _parse_problem(args)
+    writable_file(args.evidence, "evidence")
+    return _isolated(args, "engines", problem, all_engines=True)
+
+
+def _engines_here(args) -> int:
+    """``engines`` in its worker: every plan checked, the table or records printed."""
     from .engines import check_engines, format_table
 
     problem = _parse_problem(args)
-    writable_file(args.evidence, "evidence")
     results, context = check_engines(problem, seed=args.seed, bound=args.bound, heuristics=_heuristics(args),
                                      engine=args.engine, repeat=args.repeat, max_memory=args.max_memory,
                                      reference=args.reference)
@@ -338,8 +370,6 @@ def cmd_engines(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .check import run_check
-
     if args.all_engines:
         if args.backend not in ("auto", "cudnn"):
             raise BadInput("--all-engines checks cuDNN's engines; it needs --backend cudnn (or auto on a GPU)")
@@ -356,6 +386,14 @@ def cmd_check(args) -> int:
 
         _output_folder(args.save_lesson, "--save-lesson")
         lesson_shapes(problem)  # refuse before running if the lesson format cannot hold it
+    return _isolated(args, "check", problem)
+
+
+def _check_here(args) -> int:
+    """``check`` in its worker: the check, its report, the lesson files and the reproducer."""
+    from .check import run_check
+
+    problem = _parse_problem(args)
     result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
                        seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound,
                        engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args), max_memory=args.max_memory,
@@ -481,15 +519,19 @@ def _run_items(args, items) -> int:
     from .sweep import SweepOptions, format_summary, make_executor, run_sweep
 
     writable_file(args.junit, "junit")
+    if args.retry_crashed and not args.resume:
+        raise BadInput("checks again what a resumed sweep recorded as crashed or timeout; it needs --resume",
+                       option="retry_crashed")
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
                            all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
                            expect_fail=expect, plant=args.plant, level=args.level,
-                           contract=args.contract)
+                           contract=args.contract, timeout=args.timeout)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
-        summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor)
+        summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor,
+                            retry_crashed=args.retry_crashed)
         print(format_summary(summary, out if args.out else None))
         if args.junit:
             print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
@@ -499,8 +541,7 @@ def _run_items(args, items) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from .records import pick_record, read_records
-    from .rerun import rerun, reproduced
+    from .records import pick_record, problem_from_record, read_records
 
     notices: list = []  # a torn last line is said once, inside the error if there is one
     records = read_records(args.file, notices)
@@ -512,6 +553,25 @@ def cmd_rerun(args) -> int:
         raise
     for notice in notices:
         print(notice, file=sys.stderr)
+    args.record = rec
+    return _isolated(args, "rerun", problem_from_record(rec), all_engines=bool(rec.get("engine")),
+                     said=lambda status: _rerun_line(args, rec, status, None))
+
+
+def _rerun_line(args, rec: dict, status: str, now) -> str:
+    from .rerun import reproduced
+
+    which = args.index if args.index is not None else repr(args.name)
+    plan = f" (plan {rec['engine']})" if rec.get("engine") else ""
+    return (f"rerun of record {which}{plan}: recorded {rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), "
+            f"now {status} (max|diff| {now}): {'reproduced exactly' if reproduced(rec, status, now) else 'DIFFERENT'}")
+
+
+def _rerun_here(args) -> int:
+    """``rerun`` in its worker: the record's check again, and whether it reproduced."""
+    from .rerun import rerun
+
+    rec = args.record
     result = rerun(rec)
     if rec.get("engine"):
         from .engines import format_table
@@ -521,13 +581,60 @@ def cmd_rerun(args) -> int:
         code = 1 if result.status == "failed" else 0
     else:
         code = _emit(result, args.json, None)
-    which = args.index if args.index is not None else repr(args.name)
-    plan = f" (plan {rec['engine']})" if rec.get("engine") else ""
-    now = result.record()["max_abs_diff"]
-    print(f"rerun of record {which}{plan}: recorded {rec.get('status')} (max|diff| {rec.get('max_abs_diff')}), "
-          f"now {result.status} (max|diff| {now}): "
-          f"{'reproduced exactly' if reproduced(rec, result.status, now) else 'DIFFERENT'}", file=sys.stderr)
+    print(_rerun_line(args, rec, result.status, result.record()["max_abs_diff"]), file=sys.stderr)
     return code
+
+
+#: What a command does inside its worker process (see :func:`_isolated`).
+BODIES = {"check": _check_here, "engines": _engines_here, "rerun": _rerun_here}
+
+
+def run_body(name: str, args) -> int:
+    """In a worker: the body of command ``name``; its output goes where the command's goes."""
+    try:
+        return BODIES[name](args)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (BrokenPipeError, ValueError):
+            _quiet_stdout()
+
+
+def _isolated(args, body: str, problem, all_engines: bool = False, said=None) -> int:
+    """Run the command's ``body`` in a supervised worker (:mod:`convcheck.workers`): whatever the
+    code under test does (segfault, abort, exit, hang, a broken CUDA context), this process
+    lives to say in one line what happened and in which stage, and exits 1 (a crash is a
+    finding about the implementation, as a wrong answer is). ``said(status)``: a last line
+    for that case (rerun's comparison with the record)."""
+    from .sweep import Item, SweepOptions, time_limit
+    from .workers import run_one
+
+    limit = time_limit(Item("cli", problem), SweepOptions(timeout=args.timeout, all_engines=all_engines))
+    out = run_one("convcheck.cli:run_body", (body, args), timeout_s=limit, label=_under_test(args))
+    if out.status == "done" and not out.fault:
+        return out.value
+    if out.status == "raised":
+        if out.exception is not None:
+            raise out.exception
+        raise RuntimeError(f"in the worker process: {out.message}")
+    status = "crashed" if out.status == "done" else out.status
+    message = (f"the check left its worker's CUDA context broken (a sticky error: {out.fault})"
+               if out.status == "done" else out.message)
+    print(f"convcheck: {status}: {message}", file=sys.stderr)
+    if said is not None:
+        print(said(status), file=sys.stderr)
+    return EXIT_MISMATCH
+
+
+def _under_test(args) -> str:
+    backend = getattr(args, "backend", None) or "cudnn"
+    if ":" in backend:
+        return f"your function {backend}"
+    return f"backend {backend}"
 
 
 def cmd_diff(args) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from . import backends
+from . import backends, stages
 from .bound import make_bound, resolve as resolve_bound
 from .check import (CheckResult, Plan, bound_for_plan, compare_device, device_scope, draw_inputs, judge,
                     magnitudes_for, run_reference, shared_implementation)
@@ -82,6 +82,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
             judged, this_bound, reduced, result.judged_as, why = bound_for_plan(problem, bound_name, numerical)
             bnd = make_bound(this_bound, judged, ("cudnn", reference), reduced_accumulation=reduced)
+            stages.enter("compare", prep.plan_name(index))
             if bnd.needs_abs_conv and not magnitudes:
                 t = time.perf_counter()
                 magnitudes.append(magnitudes_for(bnd, problem, inputs, where))
@@ -102,6 +103,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
 
     with device_scope(plan):
         t0 = time.perf_counter()
+        stages.enter("fill")
         inputs = draw_inputs(problem, plan, seed, bound_name)
         t1 = time.perf_counter()
         prep = cudnn_graph.prepared(problem, heuristics, math_filter=False)
@@ -111,6 +113,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         if engine is not None and not indices:
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
         t2 = time.perf_counter()
+        stages.enter("reference")
         ref, ref_info = run_reference(plan, problem, inputs)
         note = shared_implementation(plan)
         if note:

@@ -28,6 +28,18 @@ class ConvCheckError(Exception):
         super().__init__(*args)
         self.option = option
 
+    def __reduce__(self):
+        """Pickled whole (its arguments and fields): a supervised worker sends it back to the
+        command, which reports it as if it had been raised there (:mod:`convcheck.workers`)."""
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls, args, fields):
+    e = Exception.__new__(cls)
+    e.args = args
+    e.__dict__.update(fields)
+    return e
+
 
 class BadInput(ConvCheckError, ValueError):
     """Malformed descriptor, impossible shape, truncated file, bad option."""

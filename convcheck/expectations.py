@@ -23,7 +23,7 @@ from pathlib import Path
 from .backends import NAMES as BACKEND_NAMES
 from .errors import BadInput, text_lines
 
-FAILING = ("failed", "mistrusted", "error", "invalid")
+FAILING = ("failed", "crashed", "timeout", "mistrusted", "error", "invalid")
 
 
 @dataclass(frozen=True)

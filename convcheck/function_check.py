@@ -97,11 +97,18 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     (the same JSON-able dicts a sweep writes). ``fn``: one callable for every direction asked,
     or ``{"fprop": f, "dgrad": g, "wgrad": h}``. ``dims``: the dimensions your function handles
     (problems of others are left out). ``bound``: as ``convcheck check --bound`` (default auto:
-    exact for fp32/tf32). ``plant``: a bug planted around your function (the checks must fail)."""
-    from .sweep import Item, SweepOptions, check_item
+    exact for fp32/tf32). ``plant``: a bug planted around your function (the checks must fail).
+
+    The checks run in a supervised worker process (:mod:`convcheck.workers`): a segfault,
+    an abort, ``sys.exit``/``os._exit`` or a hang (past the automatic time limit) of your
+    function is a ``crashed`` or ``timeout`` record, never the end of your process. A
+    function a worker cannot import (a lambda, one defined in ``__main__`` or inside another
+    function) is checked in this process instead, and every record says so."""
+    from .backends.user_function import not_shippable
+    from .sweep import Item, SweepOptions, SupervisedExecutor, check_item
 
     names = _backend_names(fn, directions)
-    records = []
+    todo = []
     for p in problems_from(problems, mb):
         if p.ndim not in dims:
             continue
@@ -115,7 +122,16 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                         # a sweep's own record of one problem: your function's failures (it raised,
                         # or returned the wrong shape or type) become error records, as in a sweep
                         options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant)
-                        records += [rec | {"name": q.name} for rec in check_item(Item("python", q), options)]
+                        todo.append((len(todo), Item("python", q), options))
+    functions = list(fn.values()) if isinstance(fn, Mapping) else [fn]
+    why = next((r for r in map(not_shippable, functions) if r), None)
+    if why is None:  # in a supervised worker: a crash, an exit or a hang of your function is a record
+        done = dict(SupervisedExecutor(1).checks(todo))
+        records = [rec | {"name": item.problem.name} for i, item, _ in todo for rec in done.get(i, [])]
+    else:
+        note = f"not isolated from crashes: {why}; define it at the top level of an importable module"
+        records = [rec | {"name": item.problem.name, "notes": rec.get("notes", []) + [note]}
+                   for _, item, options in todo for rec in check_item(item, options)]
     if not records:
         raise BadInput(f"no problem to check: none of the problems has a dimension in dims={tuple(dims)}", option="dims")
     return records
@@ -124,7 +140,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
 def describe(rec: dict) -> str:
     """One failing record as a line: the problem, and its worst element or the error."""
     what = f"{rec.get('name') or rec['problem']} [{rec['direction']} {rec['dtype']} {rec.get('layout', '')}]"
-    if rec["status"] == "error" or rec.get("worst_index") is None:
+    if rec["status"] in ("error", "crashed", "timeout") or rec.get("worst_index") is None:
         return f"{what}: {rec['status']}: {rec.get('message')}"
     line = (f"{what}: {rec['status']}, {rec.get('outside')} of {rec.get('total')} outputs outside the bound; "
             f"worst element {tuple(rec['worst_index'])}: |yours - reference| {rec['max_abs_diff']:.4g}, "
@@ -140,7 +156,7 @@ def assert_conv_function(fn, problems=None, **options) -> list[dict]:
     worst element (a check that fails, or your function raising or returning the wrong shape or
     type). Returns the records when every check passed."""
     records = check_conv_function(fn, problems, **options)
-    bad = [r for r in records if r["status"] in ("failed", "error")]
+    bad = [r for r in records if r["status"] in ("failed", "error", "crashed", "timeout")]
     if bad:
         lines = [f"{len(bad)} of {len(records)} checks of your convolution failed:"] + [f"  {describe(r)}" for r in bad]
         raise AssertionError("\n".join(lines))

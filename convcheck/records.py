@@ -15,7 +15,8 @@ from pathlib import Path
 from .errors import BadInput, writable_file
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
-STATUSES = ("passed", "failed", "mistrusted", "known-failure", "unsupported", "refused", "invalid", "error", "skipped")
+STATUSES = ("passed", "failed", "crashed", "timeout", "mistrusted", "known-failure", "unsupported", "refused", "invalid",
+            "error", "skipped")
 
 
 def record_key(rec: dict) -> str:
@@ -140,8 +141,8 @@ def cut_torn_tail(path: Path) -> str:
             f"cut off and set aside in {torn}")
 
 
-_SEVERITY = {"failed": 0, "error": 1, "invalid": 2, "mistrusted": 3, "refused": 4, "known-failure": 5, "unsupported": 6,
-             "passed": 7}
+_SEVERITY = {"failed": 0, "crashed": 0.3, "timeout": 0.6, "error": 1, "invalid": 2, "mistrusted": 3, "refused": 4,
+             "known-failure": 5, "unsupported": 6, "passed": 7}
 
 
 def severity(rec: dict) -> tuple:
@@ -174,8 +175,9 @@ def pick_record(records: list[dict], index: int | None = None, name: str | None 
 
 
 def write_junit(records: list[dict], path) -> Path:
-    """JUnit XML for CI systems: a testcase per record; failed/mistrusted are failures,
-    error is an error, unsupported and skipped are skipped."""
+    """JUnit XML for CI systems: a testcase per record; failed, mistrusted, crashed and timeout
+    are failures (a crash or a hang of the code under test is a finding about it, as a wrong
+    answer is), error is an error, unsupported and skipped are skipped."""
     import xml.etree.ElementTree as ET
 
     suite = ET.Element("testsuite", name="convcheck")
@@ -187,7 +189,10 @@ def write_junit(records: list[dict], path) -> Path:
                              name=name, time=f"{rec.get('time_s') or 0:.6f}")
         status = rec.get("status")
         detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
-        if status in ("failed", "mistrusted"):
+        if status in ("crashed", "timeout"):
+            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message')}").text = json.dumps(rec.get("crash") or {})
+            counts["failures"] += 1
+        elif status in ("failed", "mistrusted"):
             ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
             counts["failures"] += 1
         elif status in ("error", "invalid"):

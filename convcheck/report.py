@@ -29,7 +29,7 @@ table{border-collapse:collapse;font-size:13px;max-width:100%}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 td{overflow-wrap:anywhere;max-width:26em}
 th{background:#eee;cursor:pointer;user-select:none}
-tr.failed,tr.error{background:#fdd}tr.mistrusted{background:#ffd}tr.unsupported{background:#eef}
+tr.failed,tr.crashed,tr.timeout,tr.error{background:#fdd}tr.mistrusted{background:#ffd}tr.unsupported{background:#eef}
 .counts span{margin-right:1.2em}.case{margin:1.5em 0;padding-top:.5em;border-top:1px solid #ccc}
 img{max-width:48%;vertical-align:top;margin-right:1%}
 """

@@ -1,20 +1,24 @@
 """Many problems, one record each, streamed to a JSON-lines file that survives anything.
 
-Each finished check is appended to the ``--out`` file as one line and flushed to
-disk (``fsync``) before the next problem starts, so a crash, a kill or a Ctrl-C
-loses at most the problem in flight and the file stays readable (every line is
-a complete JSON object). ``--resume`` skips the problems whose key is already in
-the file. One failing problem never stops the sweep: cuDNN's "not supported", a
-GPU out-of-memory, an exception in a backend or a malformed problem each become
-a record with its message. SIGINT and SIGTERM finish the problem in flight,
-write the summary and exit (130 / 143); a second signal stops at once, between
-two writes, never inside one.
+The checks run in supervised worker processes (:mod:`convcheck.workers`): a segfault,
+an abort, an exit, a hang or a broken CUDA context in the code under test costs the
+problem that caused it one record (``crashed`` or ``timeout``, saying what happened and in
+which stage), and the sweep goes on in a fresh worker. Each finished check is appended
+to the ``--out`` file as one line and flushed to disk (``fsync``) before the next record,
+so a kill or a Ctrl-C loses at most the problems in flight and the file stays readable
+(every line is a complete JSON object). ``--resume`` skips the problems whose key is
+already in the file (crashed and timed-out ones too, unless ``--retry-crashed``). One
+failing problem never stops the sweep: cuDNN's "not supported", a GPU out-of-memory, an
+exception in a backend or a malformed problem each become a record with its message.
+SIGINT and SIGTERM start no new check, give the checks in flight a few seconds
+(:data:`convcheck.workers.STOP_GRACE_S`), end every worker, write the summary and exit
+(130 / 143); a second signal ends the workers at once, between two writes, never inside one.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
+import math
 import os
 import re
 import signal
@@ -47,6 +51,7 @@ class SweepOptions:
     plant: str | None = None  # a bug planted in the implementation under test (every check must fail)
     level: str | None = None  # given data (model --data activations): "probable" (default) or "rigorous"
     contract: str | None = None  # your function / given data in fp16/bf16: "staged" (default) or "fp32" (convcheck.rounding)
+    timeout: float | None = None  # seconds a check may run (0: no limit; None: scaled to the problem, time_limit)
 
 
 @dataclass
@@ -188,8 +193,8 @@ class SweepSummary:
         if self.stopped_by is not None:
             return 128 + self.stopped_by
         whole = self.whole
-        if whole["failed"] or whole["mistrusted"]:
-            return 1
+        if whole["failed"] or whole["mistrusted"] or whole["crashed"] or whole["timeout"]:
+            return 1  # a crash or a hang is a finding about the implementation, as a wrong answer is
         if whole["invalid"]:
             return 2  # lines that are no problem at all: the user's to fix (the rest was checked)
         if whole["error"]:
@@ -207,7 +212,9 @@ class SweepSummary:
 
 
 #: Statuses of records that were not checked: their message is the whole story, always shown.
-UNCHECKED = ("refused", "unsupported", "invalid", "error")
+UNCHECKED = ("refused", "unsupported", "invalid", "error", "crashed", "timeout")
+#: Statuses of checks that never answered: the code under test crashed its worker or ran out of time.
+NO_ANSWER = ("crashed", "timeout")
 
 
 def reason_lines(rec: dict, indent: str = "      ") -> str:
@@ -289,14 +296,21 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
             recs = [_error_record(item, options, str(e)) | ({"status": "unsupported"} if e.option == "plant" else {})]
         except Exception as e:  # never let one problem stop the sweep
             recs = [_error_record(item, options, f"{type(e).__name__}: {e}")]
+    return _finish(recs, item, options)
+
+
+def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | None = None) -> list[dict]:
+    """What every record of a sweep carries: its source and key, the known bugs it matches,
+    and which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves."""
     for rec in recs:
         rec["source"] = item.source
         rec["key"] = record_key(rec)
         if options.expect_fail:
             expectations.apply(rec, options.expect_fail)
-        # which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves
-        rec["worker"] = {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    return recs
+        rec["worker"] = worker or {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    # as the file will hold them: plain JSON values (a library's own types, torch's version
+    # string say, would make the supervisor import that library to read a worker's answer)
+    return json.loads(json.dumps(recs, default=str))
 
 
 def _check_record(item: Item, options: SweepOptions) -> dict:
@@ -328,6 +342,9 @@ def engine_sweep_records(item: Item, options: SweepOptions, results, context: di
 
 
 class InlineExecutor:
+    """Every check in this process: no isolation. Only for measuring what isolation costs
+    (``benchmarks/sweep_throughput.py``: the same checks, unsupervised, as a peer)."""
+
     name = "inline"
 
     def results(self, todo, options, stop):
@@ -337,24 +354,6 @@ class InlineExecutor:
             yield i, check_item(item, options)
 
 
-def _init_worker(devices, threads: int) -> None:
-    """Pool worker: leave Ctrl-C to the parent, take one GPU if GPUs are being shared out, and
-    its share of the cores (the thread pools were sized from the environment at spawn)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if devices is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(devices.get())
-    try:
-        import torch
-
-        torch.set_num_threads(threads)
-    except ImportError:
-        pass
-
-
-#: Thread-pool sizes of the libraries a check uses, read once when each library loads.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def worker_threads(jobs: int) -> int:
     """Each of ``jobs`` workers gets an equal share of the cores: N workers each running
     every library's default (one thread per core) would fight over the cores, and on 2
@@ -362,129 +361,115 @@ def worker_threads(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(jobs, 1))
 
 
-#: What starting a worker process costs (spawn, import torch and NumPy): about 2 s on the
-#: 2-core machine the project is measured on. CONVCHECK_WORKER_START_S overrides it for a
-#: machine where start-up costs otherwise (0: start the workers at once, whatever the sweep).
-WORKER_START_S = 2.0
+#: The automatic time limit of a check: this much for the process's first calls and the
+#: graph builds, plus the problem's multiply-adds at :data:`SLOWEST_MACS_PER_S` for each of
+#: the three convolutions a check may run (under test, reference, magnitudes).
+TIMEOUT_BASE_S = 60.0
+#: A pessimistic rate (a float64 reference on one slow core is several times faster), so that
+#: only a check that is stuck runs into the automatic limit.
+SLOWEST_MACS_PER_S = 2e7
 
 
-def worker_start_s() -> float:
-    try:
-        return max(0.0, float(os.environ.get("CONVCHECK_WORKER_START_S", WORKER_START_S)))
-    except ValueError:
-        return WORKER_START_S
+def time_limit(item: Item, options: SweepOptions) -> float | None:
+    """Seconds the check of ``item`` may run before it is a ``timeout``: ``options.timeout``
+    (0: no limit), or by default scaled to the problem's size (every plan of it with
+    ``all_engines``: ten times as long)."""
+    if options.timeout is not None:
+        return options.timeout or None
+    p = item.problem
+    if p is None:
+        return TIMEOUT_BASE_S
+    macs = math.prod(p.result_shape) * p.accumulation_depth
+    seconds = TIMEOUT_BASE_S + 3 * macs / SLOWEST_MACS_PER_S
+    return seconds * (10 if options.all_engines else 1)
 
 
-class PoolExecutor:
-    """Local worker processes (spawned, so each imports CUDA libraries afresh). With
-    ``gpus``, each worker sees exactly one GPU (CUDA_VISIBLE_DEVICES). A worker that dies
-    (a segfault in a library) costs the problems in flight an error record; a new pool
-    takes the rest.
+def _records_fault(recs) -> str | None:
+    """A sticky CUDA error in a check's records (what the backend raised, in its message)."""
+    from .workers import sticky_fault
 
-    On the CPU (``jobs`` without ``gpus``) the pool is started only when it can pay for
-    itself: problems are checked here until a worker's start-up (:data:`WORKER_START_S`) has
-    been spent on them and the ones left are estimated (from the mean so far, leaving out the
-    first check, which pays for this process's first calls) to take more than three start-ups;
-    only then does the pool take the rest, and this process goes on checking problems until
-    the first worker answers, so their start-up is not time lost. A shorter sweep runs on
-    here, as fast as a plain one (a sweep of 20 checks took 4.0 s serially and 6.0 s with
-    ``--jobs 2`` when every sweep started its workers). The problems checked here are not
-    isolated from a crash in a library; their records are on disk as each finishes, and a
-    resumed sweep continues after them."""
+    return sticky_fault(r.get("message") for r in recs if r.get("status") == "error")
 
-    name = "pool"
 
-    def __init__(self, jobs: int, gpus: list[int] | None = None):
-        self.jobs, self.gpus = jobs, gpus
+def crash_records(item: Item, options: SweepOptions, outcome) -> list[dict]:
+    """The one record of a check that never answered: ``crashed`` (its worker died, called
+    sys.exit, or was left with a broken CUDA context) or ``timeout``, saying what happened
+    and where (:class:`convcheck.workers.Outcome`). In a sweep of every engine it names the
+    plan that was running, so that plan's key is the one recorded."""
+    rec = _error_record(item, options, outcome.message) | {"status": outcome.status, "crash": outcome.evidence(),
+                                                          "time_s": round(outcome.seconds, 6)}
+    if options.all_engines and outcome.plan:
+        rec["engine"] = outcome.plan
+    return _finish([rec], item, options, outcome.worker)
 
-    def _pool(self):
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
 
-        ctx = mp.get_context("spawn")
-        devices = None
-        if self.gpus is not None:
-            devices = ctx.Manager().Queue()
-            for g in self.gpus:
-                devices.put(g)
-        threads = worker_threads(self.jobs)
-        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(devices, threads))
+def _faulted(recs: list[dict], outcome) -> list[dict]:
+    """A check that answered but left its worker's CUDA context broken (a sticky error): its
+    records become ``crashed``; what the check said is kept after what happened."""
+    out = []
+    for rec in recs:
+        said = rec.get("message")
+        rec = rec | {"status": "crashed", "crash": outcome.evidence() | {"answered": rec.get("status")},
+                     "message": f"the check left its worker's CUDA context broken (a sticky error: {outcome.fault}); "
+                                "the worker was replaced" + (f"; the check said: {said}" if said and said != outcome.fault else "")}
+        rec["key"] = record_key(rec)
+        out.append(rec)
+    return out
+
+
+class SupervisedExecutor:
+    """The checks in supervised worker processes (:mod:`convcheck.workers`): ``jobs`` of them
+    on the CPU (each with its share of the cores), or one per GPU with ``gpus``. A check
+    that crashes its worker or runs past its time limit (:func:`time_limit`) becomes one
+    record, ``crashed`` or ``timeout``; its worker is replaced and the sweep goes on.
+    :meth:`start` starts the workers early, so that they import torch while this process
+    reads the problems."""
+
+    name = "workers"
+
+    def __init__(self, jobs: int = 1, gpus: list[int] | None = None):
+        from .workers import shared
+
+        threads = worker_threads(jobs) if jobs > 1 and not gpus else None
+        # the process's supervisor for these settings: a later sweep of this process reuses its workers
+        self.supervisor = shared(jobs, gpus, threads)
+
+    def start(self) -> None:
+        self.supervisor.start()
 
     def results(self, todo, options, stop):
-        queue = list(todo)
-        start_up = worker_start_s()
-        adaptive = self.gpus is None and start_up > 0
-        if adaptive:
-            spent = []  # seconds of each check made here, but the first (it pays this process's first calls)
-            for done in itertools.count():
-                if not queue or stop.signum is not None:
-                    break
-                start = time.perf_counter()
-                i, item = queue.pop(0)
-                records = check_item(item, options)
-                if done:
-                    spent.append(time.perf_counter() - start)
-                yield i, records
-                # Workers start once a start-up's worth of checks has been seen here (one problem
-                # says little about a varied list) and the rest looks worth three start-ups.
-                if sum(spent) >= start_up and sum(spent) / len(spent) * len(queue) > 3 * start_up:
-                    break
-        if queue and stop.signum is None:
-            # Workers started because the sweep looked long: this process goes on checking until
-            # the first of them answers, so their start-up is not time lost.
-            yield from self._pooled(queue, options, stop, help_while_starting=adaptive)
+        return self.checks(((i, item, options) for i, item in todo), stop)
 
-    def _pooled(self, queue, options, stop, help_while_starting: bool = False):
-        from concurrent.futures import FIRST_COMPLETED, wait
-        from concurrent.futures.process import BrokenProcessPool
+    def checks(self, todo, stop=None):
+        """``(i, records)`` of each ``(i, item, options)`` of ``todo``, as each check ends."""
+        from .workers import Task
 
-        # Spawned workers read their thread-pool sizes from the environment they inherit.
-        saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
-        for k in THREAD_VARIABLES:
-            os.environ.setdefault(k, str(worker_threads(self.jobs)))
-        pool = self._pool()
-        running = {}
+        tasks = [Task((i, item, options), "convcheck.sweep:check_item", (item, options), time_limit(item, options),
+                      label=_label(options)) for i, item, options in todo]
+        sup = self.supervisor
         try:
-            while queue or running:
-                broken = False
-                while queue and len(running) < 2 * self.jobs and stop.signum is None:
-                    try:
-                        fut = pool.submit(check_item, queue[0][1], options)
-                    except BrokenProcessPool:  # the pool noticed a dead worker before we did
-                        broken = True
-                        break
-                    running[fut] = queue.pop(0)
-                if not running and not broken:
-                    return
-                if help_while_starting and queue and not broken and stop.signum is None:
-                    done, _ = wait(running, timeout=0, return_when=FIRST_COMPLETED)
-                    if not done:  # no worker has answered yet: check one more problem here
-                        i, item = queue.pop()  # from the end: the workers take the front
-                        yield i, check_item(item, options)
-                        continue
-                    help_while_starting = False
-                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED) if running else (set(), set())
-                for fut in done:
-                    i, item = running.pop(fut)
-                    try:
-                        yield i, fut.result()
-                    except BrokenProcessPool:
-                        broken = True
-                        yield i, [_error_record(item, options, "the worker process died (a crash in a library) while this problem ran")]
-                if broken:
-                    for fut, (i, item) in list(running.items()):
-                        yield i, [_error_record(item, options, "the worker process died while this problem was in flight")]
-                    running.clear()
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    pool = self._pool()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
+            for out in sup.run(tasks, stop, fault_in=_records_fault):
+                i, item, options = out.tag
+                if out.status == "done":
+                    yield i, (_faulted(out.value, out) if out.fault else out.value)
+                elif out.status == "raised":
+                    if isinstance(out.exception, BackendUnavailable):
+                        raise out.exception  # it would fail every problem the same way
+                    yield i, _finish([_error_record(item, options, f"convcheck's check raised {out.message}")],
+                                     item, options, out.worker)
                 else:
-                    os.environ[k] = v
+                    yield i, crash_records(item, options, out)
+        finally:
+            if sup.busy():  # interrupted: nothing of these checks may run on
+                sup.close()
+
+
+def _label(options: SweepOptions) -> str:
+    from . import backends
+
+    if backends.is_user_function(options.backend):
+        return f"your function {options.backend}"
+    return f"backend {options.backend}"
 
 
 class RayExecutor:
@@ -521,11 +506,14 @@ class RayExecutor:
                 try:
                     yield i, ray.get(ref)
                 except Exception as e:  # a task that died: a record, not the end of the sweep
-                    yield i, [_error_record(item, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")]
+                    died = "WorkerCrashed" in type(e).__name__ or "died" in str(e).lower()
+                    rec = _error_record(item, options, f"Ray task failed: {type(e).__name__}: {str(e)[:300]}")
+                    yield i, _finish([rec | ({"status": "crashed", "crash": {"stage": None}} if died else {})], item, options)
 
 
 def make_executor(jobs: int = 1, gpus=None, ray_address=None):
-    """inline by default; ``jobs`` / ``gpus`` ("all" or "0,1") a local pool; ``ray`` (an address or True) Ray."""
+    """Supervised workers by default (``jobs`` of them; ``gpus``, "all" or "0,1": one per GPU);
+    ``ray`` (an address or True): Ray tasks."""
     if ray_address is not None:
         return RayExecutor(ray_address or None)
     if gpus is not None:
@@ -539,10 +527,8 @@ def make_executor(jobs: int = 1, gpus=None, ray_address=None):
         if not ids:
             raise NotAvailableHere("no CUDA GPU is visible here to spread the sweep over; "
                                    "run without GPUs, or with jobs on the CPU", option="gpus")
-        return PoolExecutor(len(ids), ids)
-    if jobs > 1:
-        return PoolExecutor(jobs)
-    return InlineExecutor()
+        return SupervisedExecutor(len(ids), ids)
+    return SupervisedExecutor(jobs)
 
 
 def visible_gpus() -> list[int]:
@@ -555,8 +541,10 @@ def visible_gpus() -> list[int]:
 
 
 def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
-              on_record=None, executor=None) -> SweepSummary:
-    """Check every item, appending each record to ``out`` as soon as it exists."""
+              on_record=None, executor=None, retry_crashed: bool = False) -> SweepSummary:
+    """Check every item, appending each record to ``out`` as soon as it exists, in supervised
+    workers unless ``executor`` says otherwise. ``resume`` skips the problems already
+    recorded, crashed and timed-out ones too unless ``retry_crashed``."""
     from .bound import DEFAULT_BOUND
 
     bound = options.bound or DEFAULT_BOUND
@@ -587,7 +575,9 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     if not quiet:
         for note in options.notes + ((prior.message,) if prior.message else ()):
             print(f"sweep: {note}", file=sys.stderr)
-    skip = keys_of(prior.records)  # the records prepare_out read (none without --resume)
+    retried = [r for r in prior.records if retry_crashed and r.get("status") in NO_ANSWER]
+    kept = [r for r in prior.records if not (retry_crashed and r.get("status") in NO_ANSWER)]
+    skip = keys_of(kept)  # the records prepare_out read (none without --resume)
     number = len(prior.records)  # records already in the file: this run's are numbered after them
     summary = SweepSummary()
     todo = []
@@ -596,7 +586,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
             summary.counts["skipped"] += 1
         else:
             todo.append((i, item))
-    executor = executor or InlineExecutor()
+    executor = executor or SupervisedExecutor()
     stop = _Stop()
     restore = stop.install()
     progress = Progress(len(todo), quiet)  # this run's problems: a resumed sweep counts what is left
@@ -637,9 +627,13 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     summary.stopped_by = stop.signum
     summary.wall_s = time.perf_counter() - start
     summary.notes = list(options.notes) + ([prior.message] if prior.message else [])
+    if retried:
+        summary.notes.append(f"{len(retried)} crashed or timed-out record(s) of the file checked again (--retry-crashed); "
+                             "the new records follow them and speak for those problems")
     if prior.records:  # a resumed sweep answers for the whole file, not only what this run added
-        summary.earlier = Counter(r.get("status") for r in prior.records)
-        summary.worst = summary.worst + list(enumerate(prior.records, 1))
+        summary.earlier = Counter(r.get("status") for r in kept)
+        summary.worst = summary.worst + [(n, r) for n, r in enumerate(prior.records, 1)
+                                         if not (retry_crashed and r.get("status") in NO_ANSWER)]
     summary.worst = sorted(summary.worst, key=lambda numbered: (severity(numbered[1]), numbered[0]))[:5]
     return summary
 

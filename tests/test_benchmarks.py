@@ -32,6 +32,8 @@ def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     assert len(rows) == 2 and all("| passed |" in row for row in rows), out
     assert "ratio" in out and "stages: fill" in out and "| wgrad fp16 | 1 |" in out
     assert "in a fresh process (Python's start included)" in out
+    assert out.count("isolation (supervised worker) against the same checks in this process") == 2
+    assert "in a fresh process, Python's start included" in out  # what isolation costs a user's command
 
 
 @pytest.mark.half

@@ -383,3 +383,37 @@ def test_your_function_on_cuda_tensors():
     assert len(records) == 60
     bad = check_conv_function(mod.kernel("tf32"), ["mb8ic512ih7oc512oh7kh3ph1"], directions=("fprop", "wgrad"), device="cuda")
     assert [r["status"] for r in bad] == ["failed", "failed"]
+
+
+def test_a_real_sticky_cuda_error_costs_one_record(tmp_path):
+    """A device-side assert breaks the worker's CUDA context for good: that check is one
+    crashed record, and the checks after it pass in a fresh worker (issue 27)."""
+    from .conftest import REPO
+
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "mb1ic4ih8oc8oh8kh3ph1", "mb1ic8ih8oc8oh8kh3ph1", "mb1ic16ih8oc8oh8kh3ph1",
+                   "--backend", f"{REPO / 'tests' / 'crashers.py'}:cuda_device_assert", "--device", "cuda",
+                   "--out", str(out), "--quiet")
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["passed", "crashed", "passed"], done.stdout + done.stderr
+    assert "CUDA context broken" in recs[1]["message"] and recs[1]["worker"]["pid"] != recs[2]["worker"]["pid"]
+
+
+def test_the_supervisor_of_a_cudnn_sweep_never_touches_cuda(tmp_path):
+    """The sweep's own process runs no check: after a cuDNN sweep it has no CUDA context (it may
+    not even have imported torch), and every record came from a worker."""
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    out = tmp_path / "s.jsonl"
+    code = ("import os, sys; from convcheck.cli import main; code = main(['sweep', 'mb2ic16ih14oc8oh14kh3ph1', "
+            f"'g2mb2ic8ih13oc8oh7kh3sh2ph1', '--backend', 'cudnn', '--out', {str(out)!r}, '--quiet']); "
+            "t = sys.modules.get('torch'); print('CUDA' if t is not None and t.cuda.is_initialized() else 'none', os.getpid()); "
+            "sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    state, pid = done.stdout.split()[-2:]
+    assert state == "none"
+    assert all(json.loads(line)["worker"]["pid"] != int(pid) for line in out.read_text().splitlines())

@@ -71,6 +71,9 @@ def test_user_mistakes_are_exit_2_with_one_line(tmp_path, sweep_file):
         ("sweep", DESC, *CPU, "--out", str(sweep_file)),  # appending without --resume
         ("check", DESC, "--max-memory", "lots"),
         ("sweep", DESC, "--gpus", "x,y", "--out", str(tmp_path / "d.jsonl")),
+        ("sweep", DESC, *CPU, "--retry-crashed", "--out", str(tmp_path / "e.jsonl")),  # needs --resume
+        ("check", DESC, *CPU, "--timeout", "-1"),
+        ("sweep", DESC, *CPU, "--timeout", "soon", "--out", str(tmp_path / "f.jsonl")),
     ]
     (tmp_path / "empty.jsonl").write_text("")
     for args in cases:
@@ -201,7 +204,7 @@ _option = st.sampled_from([
     ("--fuse", "nope"), ("--layout", "nhwc"), ("--mode", "conv"), ("--plant", "padding"), ("--plant", "tf32-inputs"),
     ("--max-memory", "0"), ("--max-memory", "64K"), ("--repeat", "0"), ("--engine", "3"), ("--backend", "im2col"),
     ("--reference", "torch"), ("--backend", "numpy"), ("--device", "gpu"), ("--json",), ("--level", "rigorous"),
-    ("--level", "sure"),
+    ("--level", "sure"), ("--timeout", "-1"), ("--timeout", "x"), ("--timeout", "30"), ("--timeout", "inf"),
 ])
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes, layout
+from .. import dtypes, layout, stages
 from ..errors import BadInput, Unsupported
 from ..problem import ConvProblem
 from ..redzone import GuardedBuffer, bitwise_equal
@@ -376,6 +376,7 @@ def prepared(problem: ConvProblem, heuristics=HEURISTICS, math_filter: bool = Tr
 def _build(problem: ConvProblem, heuristics, math_filter: bool, torch_stream) -> Prepared:
     import cupy
 
+    stages.enter("build")
     cudnn = fc.import_frontend()
     cl = problem.layout == "nxc"
     buf_dtype, _, poison = _buffer_kind(problem)
@@ -394,6 +395,7 @@ def _build(problem: ConvProblem, heuristics, math_filter: bool, torch_stream) ->
         fc.set_stream(cudnn, handle, int(torch_stream.cuda_stream))
         _stage("validate", g.validate)
         _stage("build_operation_graph", g.build_operation_graph)
+        stages.enter("plan")
         _stage("create_execution_plans", g.create_execution_plans, heur_modes(cudnn, heuristics))
         deselected, selected = [], []
         if math_filter and problem.dtype == "fp32":
@@ -434,6 +436,7 @@ def build_plan(prep: Prepared, index: int) -> PlanRun:
     if index in prep.built:
         run.built = True
         return run
+    stages.enter("plan", run.name)
     try:
         prep.cg.graph.build_plan_at_index(index)
         run.built = True
@@ -485,6 +488,7 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
         return pending
     _, _, poison = _buffer_kind(prep.problem)
     g = prep.cg.graph
+    stages.enter("execute", run.name)  # kernels run asynchronously: a fault may surface at a later synchronisation
     fc.set_stream(prep.cudnn, prep.handle, int(prep.torch_stream.cuda_stream))  # handles are shared between graphs
     with prep.cupy_stream:
         run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))

@@ -23,6 +23,7 @@ symmetric problem reaches your function's own padding, stride and dilation code 
 from __future__ import annotations
 
 import functools
+import pickle
 import inspect
 import os
 from dataclasses import dataclass
@@ -189,6 +190,38 @@ def register(fn: Callable) -> str:
 
     _REGISTERED[name] = UserFunction(name, fn, file_sha256(Path(path) if path else None), path or "")
     return name
+
+
+def not_shippable(fn: Callable) -> str | None:
+    """Why a worker process could not get ``fn`` (None: it can). A worker imports a function by
+    its module and name: one defined in ``__main__``, inside another function or as a lambda
+    has no such name there."""
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", "")
+    if module in (None, "__main__", "__mp_main__"):
+        return f"{describe(fn)} is defined in the script that runs (__main__), which a worker process cannot import"
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        return f"{describe(fn)} is a lambda or is defined inside a function: a worker process cannot import it by name"
+    try:
+        pickle.loads(pickle.dumps(fn))
+    except Exception as e:  # noqa: BLE001 - whatever stops pickling, the reason is said
+        return f"{describe(fn)} cannot be sent to a worker process ({type(e).__name__}: {e})"
+    return None
+
+
+def shippable() -> dict:
+    """The registered functions a worker process can receive: {name: pickled UserFunction}."""
+    return {name: pickle.dumps(b) for name, b in _REGISTERED.items() if not_shippable(b.fn) is None}
+
+
+def receive(functions: dict) -> None:
+    """In a worker: register what :func:`shippable` sent (one that fails to load is left out:
+    its checks then say the backend is unknown)."""
+    for name, blob in functions.items():
+        try:
+            _REGISTERED[name] = pickle.loads(blob)
+        except Exception:  # noqa: BLE001
+            continue
 
 
 def versions(name: str) -> dict:
