@@ -688,9 +688,22 @@ def cmd_report(args) -> int:
 COMMANDS = {"repro": cmd_repro, "model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
+def _start_workers_early(args) -> None:
+    """A command that will check starts its worker now, so that the worker imports torch while
+    this process reads its files and options (the same supervisor the command then uses)."""
+    from .sweep import worker_threads
+    from .workers import shared
+
+    if args.command in ("check", "engines", "rerun"):
+        shared().start()
+    elif args.command in ("sweep", "model") and args.gpus is None and args.ray is None:
+        shared(args.jobs, None, worker_threads(args.jobs) if args.jobs > 1 else None).start()
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _start_workers_early(args)
         return COMMANDS[args.command](args)
     except ConvCheckError as e:
         flag = f"--{e.option.replace('_', '-')}: " if getattr(e, "option", None) else ""

@@ -3,7 +3,7 @@
 #   bash scripts/setup.sh            the main job: convcheck with torch, NumPy and rich; on a machine
 #                                    with an NVIDIA GPU and driver, also the cuDNN frontend, cuDNN and
 #                                    CuPy for that driver's CUDA (the cu12 or cu13 extra)
-#   bash scripts/setup.sh --tests    what the test suite needs besides: pytest, hypothesis, matplotlib,
+#   bash scripts/setup.sh --tests    what the test suite needs besides: pytest, pytest-xdist, hypothesis, matplotlib,
 #                                    Ray, and the real cuDNN frontend and cuDNN even without a GPU
 #                                    (the graph-construction tests build graphs through them)
 #   bash scripts/setup.sh --plan     print what it would install here, and install nothing

@@ -84,8 +84,10 @@ def test_a_wrong_option_is_one_line_and_exit_2():
 def test_the_readme_first_screen_states_both_commands():
     first = "\n".join((REPO / "README.md").read_text().splitlines()[:20])
     assert "bash scripts/setup.sh && .venv/bin/convcheck check mb2ic16ih14oc8oh14kh3ph1" in first
-    assert "bash scripts/setup.sh --tests && .venv/bin/python -m pytest" in first
-    assert "bash scripts/setup.sh --tests" in (REPO / ".ci" / "run").read_text()
+    command = ".venv/bin/python -m pytest -n 2 --dist loadfile"
+    assert f"bash scripts/setup.sh --tests && {command}\n" in first
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "bash scripts/setup.sh --tests" in ci and f"{command}\n" in ci.replace(" -q", "")  # CI runs the README's command
 
 
 def test_the_readme_names_only_files_the_repository_has():
