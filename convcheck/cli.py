@@ -250,6 +250,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     _timeout_arg(r)
 
+    k = sub.add_parser("shrink", help="from a failed record to the smallest problem that still fails the same way",
+                       epilog=EPILOG)
+    k.add_argument("file", help="a sweep's JSON-lines file")
+    which = k.add_mutually_exclusive_group(required=True)
+    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
+    which.add_argument("--name", help="the first record whose problem contains this text")
+    k.add_argument("--out", metavar="FILE", help="JSON-lines file for every candidate's record (default: FILE.shrink-N.jsonl)")
+    k.add_argument("--resume", action="store_true", help="read back the candidates already in --out instead of checking them again")
+    k.add_argument("--budget", type=_at_least(1), default=400, help="at most this many checks (default 400)")
+    k.add_argument("--repro", metavar="SCRIPT", help="write the standalone script of the smallest problem (cuDNN records)")
+    _timeout_arg(k)
+
     d = sub.add_parser("diff", help="what changed between two sweeps")
     d.add_argument("a")
     d.add_argument("b")
@@ -637,6 +649,32 @@ def _under_test(args) -> str:
     return f"backend {backend}"
 
 
+def cmd_shrink(args) -> int:
+    from .records import pick_record, read_records
+    from .shrink import format_result, shrink, write_reproducer
+    from .sweep import _Stop
+
+    records = read_records(args.file)
+    rec = pick_record(records, args.index, args.name)
+    number = args.index or records.index(rec) + 1
+    out = Path(args.out) if args.out else Path(args.file).with_name(f"{Path(args.file).stem}.shrink-{number}.jsonl")
+    writable_file(args.repro, "repro")
+    stop = _Stop()
+    restore = stop.install()
+    try:
+        result = shrink(rec, out, budget=args.budget, resume=args.resume, timeout=args.timeout,
+                        log=lambda line: print(line, file=sys.stderr, flush=True), stop=stop)
+    finally:
+        restore()
+    print(format_result(result, out))
+    print(f"  candidates' records in {out}", file=sys.stderr)
+    if args.repro and result.reproduced:
+        print(write_reproducer(result, args.repro), file=sys.stderr)
+    if stop.signum is not None:
+        return 128 + stop.signum
+    return EXIT_MISMATCH if result.reproduced else 0
+
+
 def cmd_diff(args) -> int:
     from .diff import diff_records, format_diff
     from .records import read_records
@@ -685,7 +723,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"repro": cmd_repro, "model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+COMMANDS = {"shrink": cmd_shrink, "repro": cmd_repro, "model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def _start_workers_early(args) -> None:
@@ -694,7 +732,7 @@ def _start_workers_early(args) -> None:
     from .sweep import worker_threads
     from .workers import shared
 
-    if args.command in ("check", "engines", "rerun"):
+    if args.command in ("check", "engines", "rerun", "shrink"):
         shared().start()
     elif args.command in ("sweep", "model") and args.gpus is None and args.ray is None:
         shared(args.jobs, None, worker_threads(args.jobs) if args.jobs > 1 else None).start()

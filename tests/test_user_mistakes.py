@@ -228,7 +228,8 @@ _FILE_NAMES = ("binary", "empty", "torn.jsonl", "notjson.jsonl", "list.jsonl", "
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data):
-    command = data.draw(st.sampled_from(["check", "graph", "sweep", "lesson", "diff", "rerun", "report", "engines", "repro"]))
+    command = data.draw(st.sampled_from(["check", "graph", "sweep", "lesson", "diff", "rerun", "report", "engines", "repro",
+                                         "shrink"]))
     path = str(files / data.draw(st.sampled_from(_FILE_NAMES)))
     opts = [x for o in data.draw(st.lists(_option, max_size=3)) for x in o]
     if command in ("check", "engines"):
@@ -246,6 +247,10 @@ def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data
                 "--factor", data.draw(st.sampled_from(["0", "-1", "2", "x", "10"]))]
     elif command == "rerun":
         argv = [command, path, "--index", data.draw(st.sampled_from(["0", "-1", "5", "x"]))]
+    elif command == "shrink":
+        argv = [command, path, "--index", data.draw(st.sampled_from(["0", "1", "5", "x"])),
+                "--out", str(tmp_path_factory.mktemp("shrink") / "k.jsonl"),
+                "--budget", data.draw(st.sampled_from(["0", "3", "x"]))]
     elif command == "repro":
         argv = [command, path, "--index", data.draw(st.sampled_from(["0", "1", "5", "x"])),
                 "-o", str(files / data.draw(st.sampled_from(["folder", "missing/x.py", "out.py"])))]

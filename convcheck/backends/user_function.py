@@ -14,8 +14,9 @@ precision-sensitive exact fill, its random fill, real layer lists) and judges th
 against its float64 reference, as for cuDNN.
 
 What torch's signature cannot say is done around the call, in torch: a padding that differs
-front and back (or is negative at the back) pads or crops the input with ``F.pad`` and passes
-``padding=0`` (dgrad: the gradient of the padded input is cut back to the input's rows); true
+front and back in rows that are read (or is negative at the back) pads or crops the input
+with ``F.pad`` and passes ``padding=0`` (a back padding that differs only in rows no window
+reads, as ResNet-50's conv1 deduces, is passed as the symmetric padding it computes) (dgrad: the gradient of the padded input is cut back to the input's rows); true
 convolution flips the kernel; a fused activation is applied to the returned output. A plain,
 symmetric problem reaches your function's own padding, stride and dilation code unchanged.
 """
@@ -108,7 +109,8 @@ def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None):
 
     spatial = tuple(range(2, 2 + problem.ndim))
     w_eff = w.flip(dims=spatial) if (w is not None and problem.mode == "conv") else w
-    symmetric = problem.pad_pre == problem.pad_post and min(problem.pad_pre) >= 0
+    # your function's own padding code runs wherever torch's signature can say the padding
+    symmetric = problem.symmetric_padding() is not None
     padding = problem.pad_pre if symmetric else (0,) * problem.ndim
     args = (tuple(problem.stride), tuple(padding), tuple(problem.dilation), problem.groups)
     if problem.direction == "fprop":

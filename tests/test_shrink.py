@@ -1,0 +1,95 @@
+"""convcheck shrink: from a failed record to the smallest problem that fails the same way (issue 30)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+
+from convcheck.problem import parse_descriptor
+from convcheck.shrink import size, steps
+from convcheck.strategies import conv_problems
+from tests.conftest import REPO, run_cli
+
+CRASHERS = REPO / "tests" / "crashers.py"
+RESNET = REPO / "cases" / "benchdnn" / "shapes_resnet_50"
+
+
+def lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(conv_problems(max_batch=6, max_channels_per_group=6))
+def test_every_step_is_legal_smaller_and_new(p):
+    seen = set()
+    for what, q in steps(p):
+        assert size(q) < size(p), what  # the walk ends
+        assert q.reads_input and q.direction == p.direction and q.dtype == p.dtype and q.layout == p.layout
+        key = q.canonical().descriptor()
+        assert key not in seen and key != p.canonical().descriptor()
+        seen.add(key)
+
+
+def test_a_wrong_answer_shrinks_to_a_minimal_problem_and_resumes(tmp_path):
+    from convcheck import check_conv_function
+    from tests import crashers
+
+    sweep = tmp_path / "s.jsonl"
+    run_cli("sweep", "--batch", str(RESNET), "--match", "res3a_branch2b", "--mb", "8", "--backend",
+            f"{CRASHERS}:big_batch", "--out", str(sweep), "--quiet")
+    assert lines(sweep)[0]["status"] == "failed"
+    out = tmp_path / "k.jsonl"
+    cut = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--budget", "10")
+    assert cut.returncode == 1 and "cut short (the budget of 10 checks is spent)" in cut.stdout
+    assert len(lines(out)) == 10
+    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--resume")
+    assert done.returncode == 1, done.stderr
+    assert "shrink: minimal: mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still failed" in done.stdout
+    recs = lines(out)
+    assert len(recs) < 80 and recs[-1]["problem"] != "mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0"  # the last: a passing reduction
+    assert all("shrink" in r for r in recs) and "step 13: pw_r 1->0" in done.stderr
+    # minimal: every one-step reduction passes, checked here independently of the search
+    last = parse_descriptor("mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0")
+    assert check_conv_function(crashers.big_batch, [last])[0]["status"] == "failed"
+    assert {r["status"] for r in check_conv_function(crashers.big_batch, [q for _, q in steps(last)])} == {"passed"}
+
+
+def test_a_crash_stays_a_crash(tmp_path):
+    sweep = tmp_path / "s.jsonl"
+    run_cli("sweep", "mb2ic3ih5iw104oc2oh5ow104kh3kw3ph1pw1", "--backend", f"{CRASHERS}:wide", "--out", str(sweep), "--quiet")
+    assert lines(sweep)[0]["status"] == "crashed"
+    out = tmp_path / "k.jsonl"
+    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out))
+    assert done.returncode == 1, done.stderr
+    # the function sees a width of 101: 100 columns and the one back padding convcheck adds
+    # around a call whose padding is not symmetric
+    assert "shrink: minimal: mb1ic1ih1iw100oc1oh1ow101kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still crashed" in done.stdout
+    assert "killed by SIGSEGV" in done.stdout
+
+
+def test_shrink_refuses_a_passed_record_and_says_when_a_failure_does_not_reproduce(tmp_path):
+    sweep = tmp_path / "s.jsonl"
+    run_cli("sweep", "mb2ic4ih6oc4oh6kh3ph1", "--backend", "torch", "--device", "cpu", "--out", str(sweep), "--quiet")
+    refused = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k.jsonl"))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "starts from a failed" in refused.stderr
+    rec = lines(sweep)[0] | {"status": "failed"}  # a record that says failed, of a computation that is correct
+    sweep.write_text(json.dumps(rec) + "\n")
+    gone = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k2.jsonl"))
+    assert gone.returncode == 0 and "the recorded failure does not reproduce" in gone.stdout
+
+
+def test_your_padding_code_runs_where_the_back_padding_is_never_read():
+    """ResNet-50's conv1 (7x7, stride 2, padding 3 on 224 rows): benchdnn deduces a back padding
+    of 2, but padding 3 on both sides computes the same; the function is called with it, so its
+    own padding bug shows (it passed before: convcheck padded the input itself)."""
+    from convcheck import check_conv_function
+    from tests import crashers
+
+    conv1 = parse_descriptor("mb1ic3ih224oc8oh112kh7sh2ph3")
+    assert conv1.pad_post == (2, 2) and conv1.symmetric_padding() == (3, 3)
+    assert parse_descriptor("mb1ic3ih9oc8oh4kh3sh2ph0").symmetric_padding() == (0, 0)
+    assert parse_descriptor("mb2ic8ih13oc16oh7kh3sh2ph2").symmetric_padding() is None  # its back padding is read
+    recs = check_conv_function(crashers.shifted_padding, [conv1, "mb1ic3ih10oc4oh10kh3ph1"])
+    assert [r["status"] for r in recs] == ["failed"] * 2
+    assert check_conv_function(crashers.big_batch, [conv1])[0]["status"] == "passed"  # a correct one still passes
