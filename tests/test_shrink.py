@@ -93,3 +93,16 @@ def test_your_padding_code_runs_where_the_back_padding_is_never_read():
     recs = check_conv_function(crashers.shifted_padding, [conv1, "mb1ic3ih10oc4oh10kh3ph1"])
     assert [r["status"] for r in recs] == ["failed"] * 2
     assert check_conv_function(crashers.big_batch, [conv1])[0]["status"] == "passed"  # a correct one still passes
+
+
+def test_a_rerun_of_a_miopen_conv1_record_reproduces_it(tmp_path):
+    """MIOpen's conv1 line pads 3 on both sides; its record's descriptor carries benchdnn's deduced
+    back padding 2. Both compute the same and call your function the same way, so a rerun of the
+    failed record fails again, exactly (it said "now passed: DIFFERENT" before)."""
+    batch = tmp_path / "miopen.txt"
+    batch.write_text("./bin/MIOpenDriver conv -n 1 -c 3 -H 224 -W 224 -k 8 -y 7 -x 7 -p 3 -q 3 -u 2 -v 2 -l 1 -j 1 -g 1 -F 1\n")
+    out = tmp_path / "s.jsonl"
+    run_cli("sweep", "--batch", str(batch), "--backend", f"{CRASHERS}:shifted_padding", "--out", str(out), "--quiet")
+    assert lines(out)[0]["status"] == "failed"
+    again = run_cli("rerun", str(out), "--index", "1")
+    assert again.returncode == 1 and "now failed" in again.stderr and "reproduced exactly" in again.stderr
