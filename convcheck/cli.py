@@ -120,6 +120,14 @@ TIMEOUT_HELP = ("seconds a check may run before its worker is killed and it is r
                 "(0: no limit; default: 60 s plus the problem's size at a pessimistic rate)")
 
 
+def _record_args(p: argparse.ArgumentParser, file_help: str = "a sweep's JSON-lines file") -> None:
+    """FILE and which of its records (rerun, shrink, repro)."""
+    p.add_argument("file", help=file_help)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
+    which.add_argument("--name", help="the first record whose problem contains this text")
+
+
 def _timeout_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help=TIMEOUT_HELP)
 
@@ -243,19 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.set_defaults(all_engines=False, heuristics=None)
 
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
-    r.add_argument("file", help="a sweep's JSON-lines file")
-    which = r.add_mutually_exclusive_group(required=True)
-    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
-    which.add_argument("--name", help="the first record whose problem contains this text")
+    _record_args(r)
     r.add_argument("--json", action="store_true")
     _timeout_arg(r)
 
     k = sub.add_parser("shrink", help="from a failed record to the smallest problem that still fails the same way",
                        epilog=EPILOG)
-    k.add_argument("file", help="a sweep's JSON-lines file")
-    which = k.add_mutually_exclusive_group(required=True)
-    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
-    which.add_argument("--name", help="the first record whose problem contains this text")
+    _record_args(k)
     k.add_argument("--out", metavar="FILE", help="JSON-lines file for every candidate's record (default: FILE.shrink-N.jsonl)")
     k.add_argument("--resume", action="store_true", help="read back the candidates already in --out instead of checking them again")
     k.add_argument("--budget", type=_at_least(1), default=400, help="at most this many checks (default 400)")
@@ -294,10 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     x = sub.add_parser("repro", help="write a standalone script (no convcheck needed) that reproduces one record",
                        epilog=EPILOG)
-    x.add_argument("file", help="a sweep's JSON-lines file, or a check's --json output")
-    which = x.add_mutually_exclusive_group(required=True)
-    which.add_argument("--index", type=_at_least(1), help="record number, from 1 (as the sweep's progress and summary number them)")
-    which.add_argument("--name", help="the first record whose problem contains this text")
+    _record_args(x, "a sweep's JSON-lines file, or a check's --json output")
     x.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: print it)")
     return parser
 
@@ -622,11 +621,11 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
     lives to say in one line what happened and in which stage, and exits 1 (a crash is a
     finding about the implementation, as a wrong answer is). ``said(status)``: a last line
     for that case (rerun's comparison with the record)."""
-    from .sweep import Item, SweepOptions, time_limit
+    from .sweep import Item, SweepOptions, time_limit, under_test_label
     from .workers import run_one
 
     limit = time_limit(Item("cli", problem), SweepOptions(timeout=args.timeout, all_engines=all_engines))
-    out = run_one("convcheck.cli:run_body", (body, args), timeout_s=limit, label=_under_test(args))
+    out = run_one("convcheck.cli:run_body", (body, args), timeout_s=limit, label=under_test_label(getattr(args, "backend", None) or "cudnn"))
     if out.status == "done" and not out.fault:
         return out.value
     if out.status == "raised":
@@ -640,13 +639,6 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
     if said is not None:
         print(said(status), file=sys.stderr)
     return EXIT_MISMATCH
-
-
-def _under_test(args) -> str:
-    backend = getattr(args, "backend", None) or "cudnn"
-    if ":" in backend:
-        return f"your function {backend}"
-    return f"backend {backend}"
 
 
 def cmd_shrink(args) -> int:
@@ -729,13 +721,12 @@ COMMANDS = {"shrink": cmd_shrink, "repro": cmd_repro, "model": cmd_model, "matri
 def _start_workers_early(args) -> None:
     """A command that will check starts its worker now, so that the worker imports torch while
     this process reads its files and options (the same supervisor the command then uses)."""
-    from .sweep import worker_threads
-    from .workers import shared
+    from .sweep import SupervisedExecutor
 
     if args.command in ("check", "engines", "rerun", "shrink"):
-        shared().start()
+        SupervisedExecutor(1).start()
     elif args.command in ("sweep", "model") and args.gpus is None and args.ray is None:
-        shared(args.jobs, None, worker_threads(args.jobs) if args.jobs > 1 else None).start()
+        SupervisedExecutor(args.jobs).start()
 
 
 def main(argv=None) -> int:

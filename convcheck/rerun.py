@@ -11,8 +11,6 @@ from .records import problem_from_record
 
 def rerun(rec: dict, keep_outputs: bool = False):
     """The record's check again: a :class:`~convcheck.check.CheckResult`."""
-    from . import backends
-
     if rec.get("fill") == "given":
         raise BadInput("this record was checked on given data (a model's activations or a caller's arrays), "
                        "which the sweep file does not hold; run the command that made it again")
@@ -26,10 +24,17 @@ def rerun(rec: dict, keep_outputs: bool = False):
         return results[0]
     from .check import run_check
 
-    device = rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
-    return run_check(problem, backend=rec["backend"], reference=rec["reference"], device=device,
+    return run_check(problem, backend=rec["backend"], reference=rec["reference"], device=recorded_device(rec),
                      seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"),
                      keep_outputs=keep_outputs, fill_device=rec.get("fill_device", "cpu"))
+
+
+def recorded_device(rec: dict) -> str | None:
+    """Where the record's check ran, as ``--device`` says it: the backend's device, or for a
+    host-only backend (numpy, im2col) the reference's."""
+    from . import backends
+
+    return rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
 
 
 def reproduced(rec: dict, status: str, max_abs_diff) -> bool:

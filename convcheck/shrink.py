@@ -139,14 +139,13 @@ class ShrinkResult:
 
 def options_of(rec: dict):
     """The sweep options that check a candidate as ``rec`` was checked."""
-    from . import backends
+    from .rerun import recorded_device
     from .sweep import SweepOptions
 
     backend = rec.get("backend")
     if not backend:
         raise BadInput("the record names no backend; it is not a check's record")
-    device = rec.get("reference_device") if backends.host_only(backend) else rec.get("backend_device")
-    return SweepOptions(backend=backend, reference=rec.get("reference"), device=device, bound=rec.get("bound"),
+    return SweepOptions(backend=backend, reference=rec.get("reference"), device=recorded_device(rec), bound=rec.get("bound"),
                         seed=rec.get("seed", 0), plant=rec.get("planted_bug"))
 
 

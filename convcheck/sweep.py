@@ -445,7 +445,7 @@ class SupervisedExecutor:
         from .workers import Task
 
         tasks = [Task((i, item, options), "convcheck.sweep:check_item", (item, options), time_limit(item, options),
-                      label=_label(options)) for i, item, options in todo]
+                      label=under_test_label(options.backend)) for i, item, options in todo]
         sup = self.supervisor
         try:
             for out in sup.run(tasks, stop, fault_in=_records_fault):
@@ -464,12 +464,13 @@ class SupervisedExecutor:
                 sup.close()
 
 
-def _label(options: SweepOptions) -> str:
+def under_test_label(backend: str) -> str:
+    """How a crash message names the implementation under test."""
     from . import backends
 
-    if backends.is_user_function(options.backend):
-        return f"your function {options.backend}"
-    return f"backend {options.backend}"
+    if backends.is_user_function(backend):
+        return f"your function {backend}"
+    return f"backend {backend}"
 
 
 class RayExecutor:

@@ -354,10 +354,12 @@ class Supervisor:
         return Outcome(task.tag, "raised", exception=exc, message=text, stage=stage, plan=plan, seconds=seconds,
                        worker=w.info)
 
-    def _feed(self, queue: deque) -> None:
-        """Start workers where needed and keep each one holding :data:`DEPTH` tasks."""
+    def _feed(self, queue: deque, boots: list) -> None:
+        """Start workers where needed and keep each one holding :data:`DEPTH` tasks; ``boots``:
+        each slot's :meth:`_boot`, taken once per :meth:`run` (it copies the environment and
+        pickles the registered functions)."""
         for i, w in enumerate(self.slots):
-            boot, env = self._boot(i)
+            boot, env = boots[i]
             if w is not None and not w.sent and (w.env != env or w.sys_path != boot["sys_path"]):
                 self._retire(w)  # the caller changed the environment or sys.path since it started
                 w = None
@@ -374,7 +376,7 @@ class Supervisor:
                     break
                 queue.popleft()
         if self.deaths and self.spare is None and queue and not self.gpus:
-            self.spare = _Worker(-1, *self._boot(0))
+            self.spare = _Worker(-1, *boots[0])
 
     def run(self, tasks, stop=None, fault_in=None):
         """Run ``tasks`` (an iterable of :class:`Task`), yielding each :class:`Outcome` as it ends.
@@ -385,6 +387,7 @@ class Supervisor:
         their tasks yield nothing. ``fault_in(value)``: a sticky CUDA error in a task's
         answer (say, a record's message), which replaces its worker as a broken context does."""
         queue = deque(tasks)
+        boots = [self._boot(i) for i in range(self.count)]
         grace_until = None
         while True:
             stopping = stop is not None and stop.signum is not None
@@ -397,7 +400,7 @@ class Supervisor:
             elif not queue and not self.busy():
                 return
             if queue:
-                self._feed(queue)
+                self._feed(queue, boots)
             live = [w for w in self.slots if w is not None] + ([self.spare] if self.spare is not None else [])
             now = time.monotonic()
             waits = [0.25] + [w.started + w.running.timeout_s - now for w in live if w.running and w.running.timeout_s]
