@@ -215,7 +215,8 @@ class Supervisor:
         self.threads = threads
         self.warm = warm
         self.slots: list[_Worker | None] = [None] * self.count
-        self.failed_starts = 0
+        self.failed_starts = 0  # deaths in a row with no task running; reset when a worker starts
+        self.started_any = False
         # Once a worker has died, one more is kept started and idle, so that the next death
         # costs no start-up: a list that crashes a kernel often crashes it again.
         self.spare: _Worker | None = None
@@ -305,10 +306,14 @@ class Supervisor:
         code = w.reap()
         seconds = time.monotonic() - w.started
         task = self._gone(w, queue)
-        if task is None:
+        if task is None:  # it was between two tasks, or still starting: nobody is blamed, it is replaced
             self.failed_starts += 1
-            if self.failed_starts >= 3 or not w.ready:
-                _, _, words = describe_exit(code)
+            _, exit_code, words = describe_exit(code)
+            # A worker that exits by itself before any worker of this supervisor ever started
+            # has met a broken environment (an import that fails): say so at once. One killed
+            # while it started (the OOM killer, kill -9) is started again, up to three times.
+            broken_here = not w.ready and exit_code is not None and not self.started_any
+            if broken_here or self.failed_starts >= 3:
                 raise NotAvailableHere(f"a worker process could not start ({words}); its messages are above. "
                                        f"Try: {sys.executable} -c 'import convcheck, torch'")
             return None
@@ -337,7 +342,7 @@ class Supervisor:
             return None
         if kind == "ready":
             w.ready = True
-            self.failed_starts = 0
+            self.failed_starts, self.started_any = 0, True
             return None
         task, seconds = w.sent.popleft(), time.monotonic() - w.started
         w.begun = False

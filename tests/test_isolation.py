@@ -246,3 +246,33 @@ def test_sigterm_during_a_hang_ends_promptly_and_leaves_no_process(tmp_path, job
     time.sleep(0.2)
     assert not [w for w in workers if os.path.exists(f"/proc/{w}") and open(f"/proc/{w}/stat").read().split()[2] != "Z"]
     assert not _worker_pids(proc.pid)
+
+
+def test_a_worker_killed_while_it_starts_is_started_again():
+    """A worker killed before it is ready (the OOM killer while torch imports, as CI once did to
+    the second of two) is no broken environment: it is started again and every task runs."""
+    from convcheck.workers import Supervisor, Task
+
+    with Supervisor(2) as sup:
+        sup.start()
+        victim = sup.slots[1].proc.pid
+        os.kill(victim, signal.SIGKILL)
+        outs = list(sup.run([Task(i, "operator:add", (i, 1), 60) for i in range(6)]))
+        pids = {o.worker["pid"] for o in outs}
+    assert sorted(o.value for o in outs) == [1, 2, 3, 4, 5, 6] and {o.status for o in outs} == {"done"}
+    assert victim not in pids
+
+
+def test_a_broken_environment_says_so_at_once(tmp_path, monkeypatch):
+    """A worker that exits by itself while it starts, before any worker has started, met an
+    environment it cannot import in: one message saying so, not three tries."""
+    from convcheck.errors import NotAvailableHere
+    from convcheck.workers import Supervisor, Task
+
+    (tmp_path / "convcheck_broken_install.py").write_text("raise RuntimeError('a broken install')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    start = time.perf_counter()
+    with Supervisor(1, warm=("convcheck_broken_install",)) as sup:
+        with pytest.raises(NotAvailableHere, match="could not start .*exited with code 1"):
+            list(sup.run([Task(0, "operator:add", (1, 1), 60)]))
+    assert time.perf_counter() - start < 30
