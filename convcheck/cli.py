@@ -261,8 +261,40 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", metavar="FILE", help="JSON-lines file for every candidate's record (default: FILE.shrink-N.jsonl)")
     k.add_argument("--resume", action="store_true", help="read back the candidates already in --out instead of checking them again")
     k.add_argument("--budget", type=_at_least(1), default=400, help="at most this many checks (default 400)")
-    k.add_argument("--repro", metavar="SCRIPT", help="write the standalone script of the smallest problem (cuDNN records)")
+    k.add_argument("--repro", metavar="SCRIPT", help="write the standalone script of the smallest problem (cuDNN's, or "
+                                                     "one that imports your function)")
     _timeout_arg(k)
+
+    h = sub.add_parser("hunt", help="search a space of problems for failures, shrink each distinct one, group them",
+                       epilog=EPILOG)
+    where = h.add_mutually_exclusive_group()
+    where.add_argument("--space", metavar="RANGES",
+                       help=f'ranges per descriptor field, e.g. "{DEFAULT_SPACE}" (the default)')
+    where.add_argument("--around", metavar="FILE", help="around each layer of a benchdnn batch file or MIOpenDriver lines")
+    where.add_argument("--sampler", metavar="FILE.py:NAME",
+                       help="your own sampler: a function of a numpy Generator returning a descriptor or a ConvProblem")
+    h.add_argument("--mb", default="8-32", metavar="RANGE", help="with --around: the batch range (default 8-32)")
+    h.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
+                   help=f"the implementation hunted: auto, {', '.join(BACKEND_NAMES)}, or your function as path/to/file.py:NAME")
+    h.add_argument("--reference", choices=BACKEND_NAMES)
+    h.add_argument("--device", choices=("cpu", "cuda"))
+    h.add_argument("--bound", choices=BOUNDS, default="auto")
+    h.add_argument("--dtype", choices=DTYPES, default="fp32")
+    h.add_argument("--direction", choices=DIRECTIONS, default="fprop")
+    h.add_argument("--layout", default="nchw", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}")
+    h.add_argument("--out", required=True, metavar="FILE", help="JSON-lines file for every check's record")
+    h.add_argument("--resume", action="store_true", help="read back the records already in --out and go on")
+    h.add_argument("--budget", type=_at_least(1), default=2000,
+                   help="at most this many checks in all, shrinking included and earlier runs counted (default 2000)")
+    h.add_argument("--seconds", type=_seconds, metavar="S", help="and stop after this many seconds (0: no limit)")
+    h.add_argument("--shrink-budget", type=_at_least(1), default=400, help="at most this many checks per shrink (default 400)")
+    h.add_argument("--seed", type=_at_least(0), default=0, help="seed of the draws and of the inputs")
+    h.add_argument("--max-macs", type=_at_least(1), default=100_000_000,
+                   help="draw again a problem of more multiply-adds (default 1e8: about a second per check on a CPU)")
+    h.add_argument("--jobs", type=_at_least(1), default=1, help="supervised worker processes for the draws")
+    h.add_argument("--scripts", metavar="DIR", help="where each failure's standalone script goes (default: OUT's name + _scripts)")
+    h.add_argument("--quiet", action="store_true", help="no progress output")
+    _timeout_arg(h)
 
     d = sub.add_parser("diff", help="what changed between two sweeps")
     d.add_argument("a")
@@ -476,13 +508,21 @@ def cmd_graph(args) -> int:
 
 def cmd_repro(args) -> int:
     from .records import pick_record, read_records
-    from .repro import from_record, write_script
+    from .backends import is_user_function
+    from .repro import from_record, function_script, write_reproducer, write_script
 
     writable_file(args.output, "output")
     notices: list = []
     records = read_records(args.file, notices)
     rec = pick_record(records, args.index, args.name)
     where = f", record {args.index if args.index is not None else records.index(rec) + 1} of {Path(args.file).name}"
+    if is_user_function(rec.get("backend") or ""):  # your function's script: it imports the function
+        if args.output:
+            path = write_reproducer(rec, args.output, where=where)
+            print(f"reproducer written to {path}: run it with python {path}", file=sys.stderr)
+        else:
+            print(function_script(rec, where=where), end="")
+        return 0
     if args.output:
         path = write_script(args.output, rec=rec, where=where)
         print(f"reproducer written to {path}: run it with python {path} on a machine with a GPU", file=sys.stderr)
@@ -667,6 +707,51 @@ def cmd_shrink(args) -> int:
     return EXIT_MISMATCH if result.reproduced else 0
 
 
+DEFAULT_SPACE = "mb1-32 g1-4 ic1-64 oc1-64 ih1-128 iw1-128 kh1-5 kw1-5 sh1-3 sw1-3 ph0-3 pw0-3 dh0-2 dw0-2"
+
+
+def cmd_hunt(args) -> int:
+    from .hunt import format_groups, hunt
+    from .problem import layout_from_name
+    from .space import _values, around, draw, parse_space, sampler
+    from .sweep import SweepOptions, _Stop, resolved
+
+    if args.around:
+        try:
+            mb = _values(args.mb, "mb", args.mb)
+        except ValueError:
+            raise BadInput(f"{args.mb!r}: expected a batch, a range lo-hi or a list a,b", option="mb") from None
+        if min(mb) < 1:
+            raise BadInput(f"{args.mb!r}: a batch is at least 1", option="mb")
+        space = around(args.around, mb)
+    elif args.sampler:
+        space = sampler(args.sampler)
+    else:
+        space = parse_space(args.space or DEFAULT_SPACE)
+    out = Path(args.out)
+    scripts = Path(args.scripts) if args.scripts else out.with_name(out.stem + "_scripts")
+    if scripts.is_file() or not scripts.parent.is_dir():
+        raise BadInput(f"{scripts}: expected a folder (made if missing) in a folder that exists", option="scripts")
+    draw(space, args.seed, 0, max_macs=args.max_macs)  # a space that gives no problem is said before any output
+    options = resolved(SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed, timeout=args.timeout))
+    log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    for note in options.notes:
+        log(f"hunt: {note}")
+    stop = _Stop()
+    restore = stop.install()
+    try:
+        result = hunt(space, options, out, budget=args.budget, seconds=args.seconds or None, seed=args.seed,
+                      resume=args.resume, shrink_budget=args.shrink_budget, jobs=args.jobs, max_macs=args.max_macs,
+                      dtype=args.dtype, direction=args.direction, layout=layout_from_name(args.layout),
+                      scripts=scripts, log=log, stop=stop)
+    finally:
+        restore()
+    print(format_groups(result, out))
+    if stop.signum is not None:
+        return 128 + stop.signum
+    return EXIT_MISMATCH if result.groups else 0
+
+
 def cmd_diff(args) -> int:
     from .diff import diff_records, format_diff
     from .records import read_records
@@ -715,7 +800,7 @@ def cmd_report(args) -> int:
     return 0
 
 
-COMMANDS = {"shrink": cmd_shrink, "repro": cmd_repro, "model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
+COMMANDS = {"hunt": cmd_hunt, "shrink": cmd_shrink, "repro": cmd_repro, "model": cmd_model, "matrix": cmd_matrix, "report": cmd_report, "sweep": cmd_sweep, "rerun": cmd_rerun, "diff": cmd_diff, "check": cmd_check, "engines": cmd_engines, "lesson": cmd_lesson, "env": cmd_env, "graph": cmd_graph}
 
 
 def _start_workers_early(args) -> None:
@@ -725,6 +810,8 @@ def _start_workers_early(args) -> None:
 
     if args.command in ("check", "engines", "rerun", "shrink"):
         SupervisedExecutor(1).start()
+    elif args.command == "hunt":
+        SupervisedExecutor(args.jobs).start()
     elif args.command in ("sweep", "model") and args.gpus is None and args.ray is None:
         SupervisedExecutor(args.jobs).start()
 

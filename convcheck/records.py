@@ -121,6 +121,15 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
     return PriorRecords(read_records(out), message)
 
 
+def append_records(f, recs) -> None:
+    """Write ``recs`` to the open file ``f`` as one write, one JSON line each, and on to the
+    disk before returning: a crash after it never loses them, one during it tears at most the
+    last line (which :func:`prepare_out` sets aside)."""
+    f.write("".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs))
+    f.flush()
+    os.fsync(f.fileno())
+
+
 def cut_torn_tail(path: Path) -> str:
     """If the last line of ``path`` has no newline (a write cut short), move it to PATH.torn and
     truncate the file after its last whole line. Returns what was done ('' if nothing)."""

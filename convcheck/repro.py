@@ -32,22 +32,64 @@ SIDES = ("cudnn", "torch64")
 SCRIPT_TERMS = 10
 
 
-def _template() -> str:
-    return resources.files("convcheck").joinpath("repro_template.py.txt").read_text(encoding="utf-8")
+TEMPLATES = {"cudnn": "repro_template.py.txt", "function": "function_repro_template.py.txt"}
 
 
-def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: bool) -> tuple[tuple, bool, str]:
+def _template(kind: str = "cudnn") -> str:
+    """The script's template: its own part (cuDNN's graph, or the call of your function) with
+    the parts every script shares (``repro_common.py.txt``: the problem, the inputs, the
+    float64 reference, the bound, the verdict) put in at their ``{{@NAME}}`` places."""
+    files = resources.files("convcheck")
+    text = files.joinpath(TEMPLATES[kind]).read_text(encoding="utf-8")
+    common = files.joinpath("repro_common.py.txt").read_text(encoding="utf-8")
+    for part in common.split("# @@")[1:]:
+        name, _, body = part.partition("\n")
+        text = text.replace("{{@" + name.strip() + "}}", body)
+    return text
+
+
+def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: bool, sides: tuple = SIDES,
+                   devices: tuple = ("cpu", "cpu"), contract: str | None = None) -> tuple[tuple, bool, str]:
     """(BOUND_TERMS, BOUND_VARIANCE, BOUND_TEXT) for the script."""
     if bound_name == "exact":
         return (), False, "exact: only identical outputs pass (every partial sum of the exact fill is representable)"
-    bnd = make_bound(bound_name, judged, SIDES, reduced_accumulation=reduced, data=data)
+    bnd = make_bound(bound_name, judged, sides, reduced_accumulation=reduced, data=data, devices=devices,
+                     contract=contract)
     if isinstance(bnd, LessonBound):
         return bnd.terms(), False, f"lesson: |ours - ref| <= rtol*max|ref| + rtol*|ref|, rtol = {bnd.rtol:.3e}"
     assert isinstance(bnd, ElementwiseBound)
-    # The script judges cuDNN, whose sums are never staged in the tensor type (convcheck.rounding):
-    # the staged sum's numbers (terms 10 on) are zero for it and the script's formula has no place for them.
-    assert not bnd.staged
+    if bnd.staged:
+        # cuDNN's sums are never staged in the tensor type (convcheck.rounding); a function judged by
+        # the staged contract is, and the script's formula has no place for those numbers
+        raise BadInput(f"{judged.descriptor()} ({judged.dtype} {judged.direction}) is judged by the staged "
+                       "half-precision bound, which a standalone script does not carry yet; 'convcheck rerun' "
+                       "of the record reproduces it")
     return bnd.terms()[:SCRIPT_TERMS], bnd.uses_variance, bnd.derivation()
+
+
+def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: float, fill_device: str,
+                    bound_name: str, terms, variance: bool, text: str, data_files: dict | None) -> dict:
+    """The values of the part every script shares (the problem, the inputs, the bound)."""
+    return {
+        "PROBLEM": problem.descriptor(), "DIRECTION": problem.direction, "DTYPE": problem.dtype, "MODE": problem.mode,
+        "N": problem.mb, "C": problem.ic, "K": problem.oc, "GROUPS": problem.groups,
+        "INPUT": list(problem.input), "KERNEL": list(problem.kernel), "OUTPUT": list(problem.output),
+        "STRIDE": list(problem.stride), "DILATION": list(problem.dilation),
+        "PRE_PADDING": list(problem.pad_pre), "POST_PADDING": list(problem.pad_post),
+        "CROPPED": list(problem.cropped_input), "DEPTH": problem.accumulation_depth,
+        "LIVE_DEPTH": live_depth(problem), "FINE_BLOCKS": fine_blocks(problem),
+        "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
+        "LEAKY_SLOPE": LEAKY_SLOPE, "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
+        "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": tuple(float(t) for t in terms),
+        "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text,
+    }
+
+
+def _fill_in(kind: str, values: dict) -> str:
+    text_out = _template(kind)
+    for key, value in values.items():
+        text_out = text_out.replace("{{" + key + "}}", value if key in ("TITLE", "FILE", "VERSION", "SOURCE") else repr(value))
+    return text_out
 
 
 def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, density: float = 1.0,
@@ -73,23 +115,11 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
     values = {
         "TITLE": f"cuDNN {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
         "FILE": file_name, "VERSION": __version__, "SOURCE": source or f"the problem {problem.descriptor()}",
-        "PROBLEM": problem.descriptor(), "DIRECTION": problem.direction, "DTYPE": problem.dtype, "MODE": problem.mode,
-        "N": problem.mb, "C": problem.ic, "K": problem.oc, "GROUPS": problem.groups,
-        "INPUT": list(problem.input), "KERNEL": list(problem.kernel), "OUTPUT": list(problem.output),
-        "STRIDE": list(problem.stride), "DILATION": list(problem.dilation),
-        "PRE_PADDING": list(problem.pad_pre), "POST_PADDING": list(problem.pad_post),
-        "CROPPED": list(problem.cropped_input), "DEPTH": problem.accumulation_depth,
-        "LIVE_DEPTH": live_depth(problem), "FINE_BLOCKS": fine_blocks(problem),
-        "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
-        "LEAKY_SLOPE": LEAKY_SLOPE, "ENGINE": engine, "EVERY_PLAN": bool(every_plan), "HEURISTICS": [h.upper() for h in heuristics],
-        "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
-        "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": tuple(float(t) for t in terms),
-        "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text,
+        "ENGINE": engine, "EVERY_PLAN": bool(every_plan), "HEURISTICS": [h.upper() for h in heuristics],
+        **_problem_values(problem, seed=seed, fill=fill, density=density, fill_device=fill_device,
+                          bound_name=bound_name, terms=terms, variance=variance, text=text, data_files=data_files),
     }
-    text_out = _template()
-    for key, value in values.items():
-        text_out = text_out.replace("{{" + key + "}}", value if key in ("TITLE", "FILE", "VERSION", "SOURCE") else repr(value))
-    return text_out
+    return _fill_in("cudnn", values)
 
 
 def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
@@ -111,6 +141,66 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
                   heuristics=info.get("heuristics") or rec.get("heuristics") or ("A", "FALLBACK"),
                   judged_as=rec.get("judged_as") or "", every_plan=bool(rec.get("engine")),
                   source=f"the record of {record_label(rec)} ({rec.get('status')}){where}", file_name=file_name)
+
+
+def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
+    """The script of a record of your own function (``FILE.py:NAME`` or ``module:NAME``): it
+    imports the function, draws the recorded inputs, calls it as convcheck did and judges
+    the answer with the record's bound against torch's float64 convolution."""
+    from .backends import is_user_function
+    from .backends.user_function import call_for
+    from .records import problem_from_record, record_label
+
+    name = rec.get("backend") or ""
+    if not is_user_function(name):
+        raise BadInput(f"record {record_label(rec)} checked backend {name!r}: a function script is for your own "
+                       "function (FILE.py:NAME)")
+    if rec.get("fill") == "given" or rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
+        raise BadInput(f"record {record_label(rec)} holds no check of convcheck's own inputs ({rec.get('status')})")
+    problem = problem_from_record(rec)
+    info = rec.get("backend_info") or {}
+    where_name, _, attr = name.rpartition(":")
+    by_path = where_name.endswith(".py") or "/" in where_name or "\\" in where_name
+    function = f"{info['source']}:{attr}" if by_path and info.get("source") else name
+    device = rec.get("backend_device") or info.get("device") or "cpu"
+    bound_name = resolve_bound((rec.get("comparison") or {}).get("bound") or rec.get("bound"), problem, "random")
+    fill = rec.get("fill") or ("exact" if bound_name == "exact" else "random")
+    dev = "cuda" if str(device).startswith("cuda") else "cpu"
+    terms, variance, text = _bound_numbers(bound_name, problem, "random", False, sides=(name, "torch64"),
+                                           devices=(dev, dev), contract=rec.get("contract"))
+    call = call_for(problem)
+    values = {
+        "TITLE": f"your function's {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
+        "FILE": file_name, "VERSION": __version__,
+        "SOURCE": f"the record of {record_label(rec)} ({rec.get('status')}){where}",
+        "FUNCTION": function, "FUNCTION_SHA256": info.get("sha256") or "unknown", "DEVICE": str(device),
+        "CALL_PADDING": list(call.padding), "CALL_OUTPUT": list(call.full), "KEPT_FROM": list(call.skip),
+        **_problem_values(problem, seed=int(rec.get("seed") or 0), fill=fill, density=float(rec.get("density") or 1.0),
+                          fill_device=rec.get("fill_device") or "cpu", bound_name=bound_name, terms=terms,
+                          variance=variance, text=text, data_files=None),
+    }
+    return _fill_in("function", values)
+
+
+def write_reproducer(rec: dict, path, where: str = "") -> Path:
+    """The standalone script of ``rec``: cuDNN's (:func:`from_record`) or your function's
+    (:func:`function_script`); BadInput for another backend."""
+    from .backends import is_user_function
+    from .errors import writable_file
+
+    path = Path(path)
+    writable_file(str(path), "repro")
+    backend = rec.get("backend") or ""
+    if is_user_function(backend):
+        text = function_script(rec, file_name=path.name, where=where)
+    elif backend == "cudnn":
+        text = from_record(rec, file_name=path.name, where=where)
+    else:
+        raise BadInput(f"no standalone script for backend {backend!r}: scripts run cuDNN or your own function; "
+                       "'convcheck rerun' of the record reproduces it")
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o755)
+    return path
 
 
 def write_script(path, problem: ConvProblem | None = None, *, rec: dict | None = None, inputs=None, **options) -> Path:

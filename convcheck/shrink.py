@@ -7,7 +7,8 @@ whose one-step reductions fails that way:
 - a *step* changes one field of the problem toward its smallest legal value: the batch,
   the groups (keeping the channels per group, or fewer groups), the channels per group,
   and per spatial axis the input size, kernel, stride, dilation and the front and back
-  padding; larger steps are tried first (to 1 or 0, then halving, then by one). A
+  padding; larger steps are tried first (to 1 or 0, then less half the distance, a quarter,
+  ..., one: a bisection toward a threshold the failure needs). A
   candidate the descriptor rules refuse, or whose output never reads the input, is no
   step;
 - every candidate is checked through the ordinary check, in the sweep's supervised worker
@@ -26,8 +27,6 @@ search cut short by ``--budget`` (checks) or a signal goes on where it stopped.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -60,12 +59,19 @@ def same_failure(start: dict, rec: dict) -> bool:
 
 
 def _smaller(value: int, least: int) -> list[int]:
-    """Values below ``value`` down to ``least``, larger steps first: least, half, one less."""
-    out = []
-    for v in (least, (value + least) // 2, value - 1):
-        if least <= v < value and v not in out:
-            out.append(v)
-    return out
+    """Values below ``value`` down to ``least``, larger steps first: ``least``, then ``value``
+    less half the distance, a quarter, ... one. A failure that needs the value above some
+    threshold (an input wider than 100) is then found in about log2 steps, not one per row."""
+    out, gap = [], value - least
+    if gap <= 0:
+        return out
+    out.append(least)
+    while gap > 1:
+        gap //= 2
+        out.append(value - gap)
+    if value - 1 not in out:
+        out.append(value - 1)
+    return list(dict.fromkeys(v for v in out if least <= v < value))
 
 
 def _toward_zero(value: int) -> list[int]:
@@ -98,16 +104,38 @@ def steps(p: ConvProblem) -> list[tuple[str, ConvProblem]]:
         changes += [(f"p{name}_r {p.pad_post[a]}->{v}", _spatial(p, "pad_post", a, v)) for v in _toward_zero(p.pad_post[a])]
     out, seen = [], {p.canonical().descriptor()}
     for what, change in changes:
-        try:
-            q = replace(p, **change, name="")
-        except (BadInput, ValueError):
-            continue
-        key = q.canonical().descriptor()
-        if key in seen or not q.reads_input:
-            continue
-        seen.add(key)
-        out.append((what, q))
+        for q in _candidates(p, change):
+            key = q.canonical().descriptor()
+            if key in seen or size(q) >= size(p):
+                continue
+            seen.add(key)
+            out.append((what, q))
     return out
+
+
+def _candidates(p: ConvProblem, change: dict):
+    """The problems ``change`` makes: with the back padding kept, then with it deduced again
+    for the new sizes, as benchdnn would (a kept back padding can be stale: a -1 that crops the
+    smaller input away, or that turns the odd output width a failure needs even)."""
+    try:
+        q = replace(p, **change, name="")
+        if q.reads_input:
+            yield q
+    except (BadInput, ValueError):
+        pass
+    if "pad_post" in change:
+        return
+    from .space import benchdnn_problem
+
+    f = {"mb": p.mb, "groups": p.groups, "ic": p.ic, "oc": p.oc, "input": p.input, "kernel": p.kernel,
+         "stride": p.stride, "pad": p.pad_pre, "dilation": p.dilation} | {
+        {"pad_pre": "pad"}.get(k, k): v for k, v in change.items()}
+    try:
+        q = benchdnn_problem(**f, mode=p.mode, dtype=p.dtype, direction=p.direction, layout=p.layout, fuse=p.fuse)
+    except (BadInput, ValueError):
+        return
+    if q.reads_input:
+        yield q
 
 
 def size(p: ConvProblem) -> int:
@@ -149,11 +177,8 @@ def options_of(rec: dict):
                         seed=rec.get("seed", 0), plant=rec.get("planted_bug"))
 
 
-def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool = False, timeout: float | None = None,
-           log=None, stop=None) -> ShrinkResult:
-    """Shrink the failure of ``rec`` (see the module's text); candidates' records go to ``out``."""
-    from .sweep import Item, SupervisedExecutor, _identity
-
+def refuse_unshrinkable(rec: dict) -> None:
+    """BadInput unless ``rec`` is a failure shrink can start from."""
     if failure_kind(rec) is None:
         raise BadInput(f"the record {rec.get('status')}; shrink starts from a failed, crashed or timed-out record")
     if rec.get("fill") == "given":
@@ -162,61 +187,79 @@ def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool =
     if rec.get("engines") == "all" or rec.get("plan_of_all"):
         raise BadInput("shrink checks one implementation; for a plan of --all-engines, check that problem with "
                        "--backend cudnn --engine NAME and shrink its record")
-    options = replace(options_of(rec), timeout=timeout)
+
+
+def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool = False, timeout: float | None = None,
+           log=None, stop=None) -> ShrinkResult:
+    """Shrink the failure of ``rec`` (see the module's text); candidates' records go to ``out``."""
+    from .records import append_records
+
+    refuse_unshrinkable(rec)
     prior = prepare_out(out, resume)
     known = {r.get("key"): r for r in prior.records}
+    with open(out, "a", encoding="utf-8") as f:
+        return search(rec, known, lambda cand: append_records(f, [cand]), budget=budget, timeout=timeout, log=log,
+                      stop=stop)
+
+
+def search(rec: dict, known: dict, write, *, budget: int = DEFAULT_BUDGET, timeout: float | None = None, log=None,
+           stop=None, tag: dict | None = None) -> ShrinkResult:
+    """The walk of :func:`shrink`: ``known`` maps record keys to records already checked (they
+    are not checked again, and the walk adds to it), ``write(record)`` keeps each new
+    candidate's record; ``tag`` goes into each as ``shrink`` beside the step."""
+    from .sweep import Item, SupervisedExecutor, _identity
+
+    refuse_unshrinkable(rec)
+    options = replace(options_of(rec), timeout=timeout)
     result = ShrinkResult(start=rec)
     executor = SupervisedExecutor(1)
     current = problem_from_record(rec)
     say = log or (lambda line: None)
     say(f"shrink: start {current.descriptor()} [{rec.get('dtype')} {rec.get('direction')}] "
         f"{failure_kind(rec)} ({rec.get('status')}), size {size(current)}")
-    with open(out, "a", encoding="utf-8") as f:
-        first = True
-        while True:
-            accepted = None
-            # the starting problem first: a failure that does not reproduce has nothing to shrink
-            todo = [("(the recorded problem, again)", current)] if first else steps(current)
-            for what, q in todo:
-                item = Item("shrink", q, text=q.descriptor())
-                key = record_key(_identity(item, options))
-                cand = known.get(key)
-                if cand is not None:
-                    result.reused += 1
-                else:
-                    if result.checks >= budget:
-                        result.stopped = f"the budget of {budget} checks is spent"
-                        return result
-                    if stop is not None and stop.signum is not None:
-                        result.stopped = f"stopped by signal {stop.signum}"
-                        return result
-                    [(_, recs)] = list(executor.checks([(0, item, options)], stop))
-                    cand = recs[0] | {"shrink": {"step": len(result.chain), "change": what,
-                                                  "from": current.descriptor()}}
-                    f.write(json.dumps(cand, sort_keys=True, default=str) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                    known[key] = cand
-                    result.checks += 1
-                if same_failure(rec, cand):
-                    accepted = (what, cand)
-                    break
-            if first:
-                first = False
-                if accepted is None:
-                    result.reproduced = False
-                    result.chain.append(("(the recorded problem, again)", cand))
+    first = True
+    while True:
+        accepted = None
+        # the starting problem first: a failure that does not reproduce has nothing to shrink
+        todo = [("(the recorded problem, again)", current)] if first else steps(current)
+        for what, q in todo:
+            item = Item("shrink", q, text=q.descriptor())
+            key = record_key(_identity(item, options))
+            cand = known.get(key)
+            if cand is not None:
+                result.reused += 1
+            else:
+                if result.checks >= budget:
+                    result.stopped = f"the budget of {budget} checks is spent"
                     return result
-                continue
+                if stop is not None and stop.signum is not None:
+                    result.stopped = f"stopped by signal {stop.signum}"
+                    return result
+                [(_, recs)] = list(executor.checks([(0, item, options)], stop))
+                cand = recs[0] | {"shrink": {"step": len(result.chain), "change": what, "from": current.descriptor(),
+                                             **(tag or {})}}
+                write(cand)
+                known[key] = cand
+                result.checks += 1
+            if same_failure(rec, cand):
+                accepted = (what, cand)
+                break
+        if first:
+            first = False
             if accepted is None:
-                result.minimal = True
+                result.reproduced = False
+                result.chain.append(("(the recorded problem, again)", cand))
                 return result
-            result.chain.append(accepted)
-            current = problem_from_record(accepted[1])
-            ratio = accepted[1].get("bound_ratio")
-            say(f"  step {len(result.steps_taken)}: {accepted[0]:<22} {current.descriptor()}  {accepted[1]['status']}"
-                + (f", err/bound {ratio:.3g}" if isinstance(ratio, (int, float)) else "")
-                + f"  (size {size(current)}, {result.checks} checks)")
+            continue
+        if accepted is None:
+            result.minimal = True
+            return result
+        result.chain.append(accepted)
+        current = problem_from_record(accepted[1])
+        ratio = accepted[1].get("bound_ratio")
+        say(f"  step {len(result.steps_taken)}: {accepted[0]:<22} {current.descriptor()}  {accepted[1]['status']}"
+            + (f", err/bound {ratio:.3g}" if isinstance(ratio, (int, float)) else "")
+            + f"  (size {size(current)}, {result.checks} checks)")
 
 
 def format_result(result: ShrinkResult, out: Path) -> str:
@@ -241,15 +284,10 @@ def format_result(result: ShrinkResult, out: Path) -> str:
 
 
 def write_reproducer(result: ShrinkResult, path) -> str:
-    """The standalone script of the shrunk problem, where convcheck can write one (cuDNN's);
-    otherwise what to run instead."""
-    from .repro import write_script
+    """The standalone script of the shrunk problem (cuDNN's, or your function's), or why not."""
+    from .repro import write_reproducer as write
 
-    last = result.last
-    if last.get("backend") != "cudnn":
-        return (f"no standalone script for backend {last.get('backend')} yet (the scripts run cuDNN); "
-                "'convcheck rerun' of the last record reproduces it")
     try:
-        return f"reproducer written to {write_script(path, rec=last)}"
+        return f"reproducer written to {write(result.last, path)}"
     except ConvCheckError as e:
         return f"no reproducer: {e}"

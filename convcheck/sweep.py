@@ -33,7 +33,7 @@ from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHe
 from . import expectations
 from .memory import TooLarge
 from .miopen import NotRepresentable, is_miopen_line, parse_miopen_line
-from .records import STATUSES, keys_of, prepare_out, record_brief, record_key, record_label, severity
+from .records import STATUSES, append_records, keys_of, prepare_out, record_brief, record_key, record_label, severity
 from .problem import ConvProblem, parse_descriptor
 
 @dataclass
@@ -541,11 +541,9 @@ def visible_gpus() -> list[int]:
         return []
 
 
-def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
-              on_record=None, executor=None, retry_crashed: bool = False) -> SweepSummary:
-    """Check every item, appending each record to ``out`` as soon as it exists, in supervised
-    workers unless ``executor`` says otherwise. ``resume`` skips the problems already
-    recorded, crashed and timed-out ones too unless ``retry_crashed``."""
+def resolved(options: SweepOptions) -> SweepOptions:
+    """``options`` with the backend, reference, device and bound a record names (``auto``
+    resolved on this machine); BadInput or BackendUnavailable where they cannot run here."""
     from .bound import DEFAULT_BOUND
 
     bound = options.bound or DEFAULT_BOUND
@@ -572,6 +570,15 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
             raise BadInput(f"heuristics modes apply to the cudnn backend only; this sweep checks {plan.backend}",
                            option="heuristics")
         options = replace(options, backend=plan.backend, reference=plan.reference, bound=bound, notes=tuple(plan.notes))
+    return options
+
+
+def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
+              on_record=None, executor=None, retry_crashed: bool = False) -> SweepSummary:
+    """Check every item, appending each record to ``out`` as soon as it exists, in supervised
+    workers unless ``executor`` says otherwise. ``resume`` skips the problems already
+    recorded, crashed and timed-out ones too unless ``retry_crashed``."""
+    options = resolved(options)
     prior = prepare_out(out, resume)
     if not quiet:
         for note in options.notes + ((prior.message,) if prior.message else ()):
@@ -597,11 +604,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         with open(out, "a", encoding="utf-8") as f:
             for i, recs in executor.results(todo, options, stop):
                 # A problem's records (one per plan with --all-engines) go down in one write.
-                lines = "".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs)
                 stop.writing = True
-                f.write(lines)
-                f.flush()
-                os.fsync(f.fileno())
+                append_records(f, recs)
                 stop.writing = False
                 first = number + 1  # this problem's records are numbered first, first + 1, ...
                 for rec in recs:

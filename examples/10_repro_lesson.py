@@ -43,9 +43,6 @@ BIAS, ACTIVATION = False, None  # fused after a forward convolution
 LEAKY_SLOPE = 0.01
 
 # ---------------------------------------------------------------- what the check chose
-ENGINE = None  # a plan's name, or None: the first plan the heuristics offer that builds
-EVERY_PLAN = False  # True: one plan of a check of every engine (no numerical-note filter, as there)
-HEURISTICS = ['A', 'FALLBACK']
 SEED, FILL, DENSITY, FILL_DEVICE = 0, 'exact', 1.0, 'cuda'
 DATA_FILES = {}  # given data: .npy files beside this script (role -> file name)
 BOUND = 'exact'  # given data: the rigorous level only (convcheck's probable level examines outputs one by one)
@@ -70,6 +67,12 @@ def strides(shape):
     for axis in reversed(order):
         out[axis], step = step, step * shape[axis]
     return out
+
+
+# ---------------------------------------------------------------- the plan
+ENGINE = None  # a plan's name, or None: the first plan the heuristics offer that builds
+EVERY_PLAN = False  # True: one plan of a check of every engine (no numerical-note filter, as there)
+HEURISTICS = ['A', 'FALLBACK']
 
 
 # ---------------------------------------------------------------- step 1: the graph
@@ -339,6 +342,37 @@ def allowed_error(ref, x, w, dy, bias):
     return acc + c_y * (ref.abs() + acc) + eta
 
 
+# ---------------------------------------------------------------- step 8: the verdict
+def verdict(ours, ref, allowed):
+    """Print how far ``ours`` is from ``ref`` against ``allowed``; 0 PASS, 1 FAIL."""
+    diff = (ours.double() - ref).abs()
+    same = (ours.double() == ref) | (torch.isnan(ours) & torch.isnan(ref))
+    bad = ~((diff <= allowed) | same)
+    ratio = torch.where(allowed > 0, diff / allowed, torch.where(diff > 0, math.inf, 0.0))
+    worst = int(torch.nan_to_num(ratio, nan=math.inf).reshape(-1).argmax())
+    index = tuple(int(i) for i in np.unravel_index(worst, tuple(ours.shape)))
+    outside = int(bad.sum())
+    print(f"bound: {BOUND_TEXT}")
+    print(f"max |ours - ref| = {float(torch.nan_to_num(diff, nan=math.inf).max()):.3e}; largest error/bound "
+          f"{float(torch.nan_to_num(ratio, nan=math.inf, posinf=math.inf).max()):.3g} at {index}: ours {float(ours[index]):.9g}, "
+          f"ref {float(ref[index]):.9g}")
+    # The verdict, and an exit code a script can use.
+    if outside:
+        print(f"FAIL: {outside} of {ours.numel()} outputs outside the bound")
+        return 1
+    print(f"PASS: all {ours.numel()} outputs inside the bound")
+    return 0
+
+
+def _version(md, *names):
+    for name in names:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return "not installed"
+
+
 # ---------------------------------------------------------------- the steps, in order
 def main():
     import importlib.metadata as md
@@ -429,23 +463,7 @@ def main():
         # Step 7: the bound, and the verdict.
         allowed = allowed_error(ref, x, w, dy, bias)
         torch.backends.cudnn.enabled = True
-    diff = (ours.double() - ref).abs()
-    same = (ours.double() == ref) | (torch.isnan(ours) & torch.isnan(ref))
-    bad = ~((diff <= allowed) | same)
-    ratio = torch.where(allowed > 0, diff / allowed, torch.where(diff > 0, math.inf, 0.0))
-    worst = int(torch.nan_to_num(ratio, nan=math.inf).reshape(-1).argmax())
-    index = tuple(int(i) for i in np.unravel_index(worst, tuple(ours.shape)))
-    outside = int(bad.sum())
-    print(f"bound: {BOUND_TEXT}")
-    print(f"max |ours - ref| = {float(torch.nan_to_num(diff, nan=math.inf).max()):.3e}; largest error/bound "
-          f"{float(torch.nan_to_num(ratio, nan=math.inf).max()):.3g} at {index}: ours {float(ours[index]):.9g}, "
-          f"ref {float(ref[index]):.9g}")
-    # The verdict, and an exit code a script can use.
-    if outside:
-        print(f"FAIL: {outside} of {ours.numel()} outputs outside the bound")
-        return 1
-    print(f"PASS: all {ours.numel()} outputs inside the bound")
-    return 0
+    return verdict(ours, ref, allowed)
 
 
 def device_buffer(cupy, values, shape):
@@ -459,15 +477,6 @@ def device_buffer(cupy, values, shape):
         view = view.view(torch.bfloat16)
     view.copy_(torch.full(shape, math.nan) if values is None else torch.as_tensor(values).reshape(shape))
     return logical
-
-
-def _version(md, *names):
-    for name in names:
-        try:
-            return md.version(name)
-        except md.PackageNotFoundError:
-            pass
-    return "not installed"
 
 
 if __name__ == "__main__":

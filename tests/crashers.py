@@ -92,26 +92,3 @@ def cuda_device_assert(input, weight, bias=None, stride=1, padding=0, dilation=1
         table = torch.zeros(4, device=input.device)
         table[torch.tensor([1 << 20], device=input.device)].sum().item()
     return _torch(input, weight, bias, stride, padding, dilation, groups)
-
-
-def wide(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """Segfaults when the input is wider than 100 (a shape-dependent crash, for shrink)."""
-    if _on() and input.shape[-1] > 100:
-        ctypes.string_at(0)
-    return _torch(input, weight, bias, stride, padding, dilation, groups)
-
-
-def big_batch(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """Wrong (every output off by 1e-3) when the batch is larger than 4."""
-    y = _torch(input, weight, bias, stride, padding, dilation, groups)
-    return y + 1e-3 if input.shape[0] > 4 else y
-
-
-def shifted_padding(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """A padding bug: one row more at the top and one fewer at the bottom than asked."""
-    p = padding if isinstance(padding, int) else padding[0]
-    if p == 0:
-        return _torch(input, weight, bias, stride, 0, dilation, groups)
-    q = padding if isinstance(padding, int) else padding[1]
-    x = torch.nn.functional.pad(input, (q, q, p + 1, p - 1))
-    return _torch(x, weight, bias, stride, 0, dilation, groups)

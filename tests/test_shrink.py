@@ -11,7 +11,7 @@ from convcheck.shrink import size, steps
 from convcheck.strategies import conv_problems
 from tests.conftest import REPO, run_cli
 
-CRASHERS = REPO / "tests" / "crashers.py"
+BUGS = REPO / "examples" / "shape_bugs.py"
 RESNET = REPO / "cases" / "benchdnn" / "shapes_resnet_50"
 
 
@@ -33,11 +33,11 @@ def test_every_step_is_legal_smaller_and_new(p):
 
 def test_a_wrong_answer_shrinks_to_a_minimal_problem_and_resumes(tmp_path):
     from convcheck import check_conv_function
-    from tests import crashers
+    from examples import shape_bugs
 
     sweep = tmp_path / "s.jsonl"
     run_cli("sweep", "--batch", str(RESNET), "--match", "res3a_branch2b", "--mb", "8", "--backend",
-            f"{CRASHERS}:big_batch", "--out", str(sweep), "--quiet")
+            f"{BUGS}:big_batch", "--out", str(sweep), "--quiet")
     assert lines(sweep)[0]["status"] == "failed"
     out = tmp_path / "k.jsonl"
     cut = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--budget", "10")
@@ -48,23 +48,22 @@ def test_a_wrong_answer_shrinks_to_a_minimal_problem_and_resumes(tmp_path):
     assert "shrink: minimal: mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still failed" in done.stdout
     recs = lines(out)
     assert len(recs) < 80 and recs[-1]["problem"] != "mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0"  # the last: a passing reduction
-    assert all("shrink" in r for r in recs) and "step 13: pw_r 1->0" in done.stderr
+    assert all("shrink" in r for r in recs) and "step 11: pw_r 1->0" in done.stderr
     # minimal: every one-step reduction passes, checked here independently of the search
     last = parse_descriptor("mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0")
-    assert check_conv_function(crashers.big_batch, [last])[0]["status"] == "failed"
-    assert {r["status"] for r in check_conv_function(crashers.big_batch, [q for _, q in steps(last)])} == {"passed"}
+    assert check_conv_function(shape_bugs.big_batch, [last])[0]["status"] == "failed"
+    assert {r["status"] for r in check_conv_function(shape_bugs.big_batch, [q for _, q in steps(last)])} == {"passed"}
 
 
 def test_a_crash_stays_a_crash(tmp_path):
     sweep = tmp_path / "s.jsonl"
-    run_cli("sweep", "mb2ic3ih5iw104oc2oh5ow104kh3kw3ph1pw1", "--backend", f"{CRASHERS}:wide", "--out", str(sweep), "--quiet")
+    run_cli("sweep", "mb2ic3ih5iw104oc2oh5ow104kh3kw3ph1pw1", "--backend", f"{BUGS}:wide", "--out", str(sweep), "--quiet")
     assert lines(sweep)[0]["status"] == "crashed"
     out = tmp_path / "k.jsonl"
     done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out))
     assert done.returncode == 1, done.stderr
-    # the function sees a width of 101: 100 columns and the one back padding convcheck adds
-    # around a call whose padding is not symmetric
-    assert "shrink: minimal: mb1ic1ih1iw100oc1oh1ow101kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still crashed" in done.stdout
+    # the function is handed the input as it is (a padding is its own to apply): 101 columns
+    assert "shrink: minimal: mb1ic1ih1iw101oc1oh1ow101kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still crashed" in done.stdout
     assert "killed by SIGSEGV" in done.stdout
 
 
@@ -84,15 +83,15 @@ def test_your_padding_code_runs_where_the_back_padding_is_never_read():
     of 2, but padding 3 on both sides computes the same; the function is called with it, so its
     own padding bug shows (it passed before: convcheck padded the input itself)."""
     from convcheck import check_conv_function
-    from tests import crashers
+    from examples import shape_bugs
 
     conv1 = parse_descriptor("mb1ic3ih224oc8oh112kh7sh2ph3")
     assert conv1.pad_post == (2, 2) and conv1.symmetric_padding() == (3, 3)
     assert parse_descriptor("mb1ic3ih9oc8oh4kh3sh2ph0").symmetric_padding() == (0, 0)
     assert parse_descriptor("mb2ic8ih13oc16oh7kh3sh2ph2").symmetric_padding() is None  # its back padding is read
-    recs = check_conv_function(crashers.shifted_padding, [conv1, "mb1ic3ih10oc4oh10kh3ph1"])
+    recs = check_conv_function(shape_bugs.shifted_padding, [conv1, "mb1ic3ih10oc4oh10kh3ph1"])
     assert [r["status"] for r in recs] == ["failed"] * 2
-    assert check_conv_function(crashers.big_batch, [conv1])[0]["status"] == "passed"  # a correct one still passes
+    assert check_conv_function(shape_bugs.big_batch, [conv1])[0]["status"] == "passed"  # a correct one still passes
 
 
 def test_a_rerun_of_a_miopen_conv1_record_reproduces_it(tmp_path):
@@ -102,7 +101,43 @@ def test_a_rerun_of_a_miopen_conv1_record_reproduces_it(tmp_path):
     batch = tmp_path / "miopen.txt"
     batch.write_text("./bin/MIOpenDriver conv -n 1 -c 3 -H 224 -W 224 -k 8 -y 7 -x 7 -p 3 -q 3 -u 2 -v 2 -l 1 -j 1 -g 1 -F 1\n")
     out = tmp_path / "s.jsonl"
-    run_cli("sweep", "--batch", str(batch), "--backend", f"{CRASHERS}:shifted_padding", "--out", str(out), "--quiet")
+    run_cli("sweep", "--batch", str(batch), "--backend", f"{BUGS}:shifted_padding", "--out", str(out), "--quiet")
     assert lines(out)[0]["status"] == "failed"
     again = run_cli("rerun", str(out), "--index", "1")
     assert again.returncode == 1 and "now failed" in again.stderr and "reproduced exactly" in again.stderr
+
+
+def _reads_padding(p) -> bool:
+    """Some window touches a padded row: a front padding always is (the first window starts in
+    it), a back one when the deduced back padding is positive (the last window ends in it)."""
+    return any(v > 0 for v in p.pad_pre) or any(v > 0 for v in p.pad_post)
+
+
+def test_a_shifted_padding_fails_every_bundled_layer_that_reads_padding():
+    """examples/shape_bugs.py:shifted_padding (one row/column too low on every padded axis) on the
+    bundled lists: every layer that reads padding (and reads its input at all: a window that sees
+    only padding gives zeros, shifted or not) fails, conv1 and the asymmetric ones included; a layer
+    without padding passes. All of the small lists, every 40th layer of the two large ones, up to
+    5e7 multiply-adds each (`benchmarks/shrink_and_hunt.py --padding` measures every layer)."""
+    import math
+
+    from convcheck import check_conv_function
+    from convcheck.problem import read_batch_file
+    from examples import shape_bugs
+
+    chosen = []
+    for f in sorted((REPO / "cases" / "benchdnn").glob("shapes_*")):
+        layers = read_batch_file(f, mb=1)
+        step = 40 if len(layers) > 500 else 1
+        chosen += [p for p in layers[::step]
+                   if p.accumulation_depth * math.prod(p.y_shape) <= 5e7 or p.name.endswith(":conv1")]
+    assert len(chosen) > 150 and any(p.name.endswith(":conv1") for p in chosen)
+    recs = check_conv_function(shape_bugs.shifted_padding, chosen, dims=(1, 2, 3))
+    assert len(recs) == len(chosen)
+    for p, rec in zip(chosen, recs):
+        if _reads_padding(p) and p.reads_input:
+            assert rec["status"] == "failed", (p.descriptor(), rec["status"], rec.get("message"))
+        elif not _reads_padding(p):
+            assert rec["status"] == "passed", (p.descriptor(), rec["status"], rec.get("message"))
+    asymmetric = [p for p in chosen if _reads_padding(p) and p.pad_post != p.pad_pre and p.reads_input]
+    assert len(asymmetric) > 20  # the layers convcheck padded itself before, and so never saw the bug

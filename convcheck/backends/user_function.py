@@ -13,10 +13,10 @@ the problem's shape and storage type. convcheck chooses the problems and the inp
 precision-sensitive exact fill, its random fill, real layer lists) and judges the output
 against its float64 reference, as for cuDNN.
 
-What torch's signature cannot say is done around the call, in torch: a padding that differs
-front and back in rows that are read (or is negative at the back) pads or crops the input
-with ``F.pad`` and passes ``padding=0`` (a back padding that differs only in rows no window
-reads, as ResNet-50's conv1 deduces, is passed as the symmetric padding it computes) (dgrad: the gradient of the padded input is cut back to the input's rows); true
+What torch's signature cannot say is done around the call, in torch: a back padding that
+differs from the front one is reached by calling with a larger symmetric padding and keeping
+the problem's rows of the output (:class:`Call`: your padding code runs on every problem that
+reads padding; the record's ``backend_info.called_with`` says how it was called); true
 convolution flips the kernel; a fused activation is applied to the returned output. A plain,
 symmetric problem reaches your function's own padding, stride and dilation code unchanged.
 """
@@ -67,20 +67,20 @@ class UserFunction:
         storage = dtypes.torch_dtype(problem.dtype)
         x, w, dy, bias = torch_conv.as_checked(problem, inputs, device)
         try:
-            out = compute(problem, self.fn, x, w, dy, bias)
+            out, call = compute(problem, self.fn, x, w, dy, bias)
         except BadInput:
             raise
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise BadInput(f"your function {self.name} raised {type(e).__name__}: {first} "
                            f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
-        out = _as_result(self.name, problem, out, storage)
-        return out, {"implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
+        out = _as_result(self.name, problem, out, storage, call)
+        return out, {"called_with": call.as_dict(), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
                      "source": self.source, "device": str(out.device), "dtype": str(storage).replace("torch.", ""),
                      "x_strides": None if x is None else list(x.stride()), "result_strides": list(out.stride())}
 
 
-def _as_result(name: str, problem: ConvProblem, out, storage):
+def _as_result(name: str, problem: ConvProblem, out, storage, call: "Call"):
     import torch
 
     what = f"your function {name} returned"
@@ -88,48 +88,95 @@ def _as_result(name: str, problem: ConvProblem, out, storage):
         raise BadInput(f"{what} a {type(out).__name__}; expected a torch.Tensor "
                        f"(on {problem.descriptor()}, {problem.direction})", option="backend")
     if tuple(out.shape) != tuple(problem.result_shape):
+        called = "" if call.exact or problem.direction != "fprop" else (
+            f" (called with padding {list(call.padding)}, it should give {call.full} of which convcheck keeps "
+            f"{tuple(problem.output)} from {list(call.skip)})")
         raise BadInput(f"{what} shape {tuple(out.shape)}; the {problem.direction} of {problem.descriptor()} "
-                       f"has shape {tuple(problem.result_shape)}", option="backend")
+                       f"has shape {tuple(problem.result_shape)}{called}", option="backend")
     if out.dtype != storage:
         raise BadInput(f"{what} {str(out.dtype).replace('torch.', '')}; a {problem.dtype} check expects "
                        f"{str(storage).replace('torch.', '')} (on {problem.descriptor()})", option="backend")
     return out
 
 
-def _pads(problem: ConvProblem) -> list[int]:
-    """F.pad's amounts (last axis first) for the problem's front and back padding."""
-    return [p for pre, post in reversed(list(zip(problem.pad_pre, problem.pad_post))) for p in (pre, post)]
+@dataclass(frozen=True)
+class Call:
+    """How your function is called for a problem whose padding torch's signature cannot say.
+
+    torch's signature has one padding per axis, on both sides; a problem's back padding may
+    differ from its front padding (benchdnn deduces it from the output size), be negative
+    (the last rows are never read) or be read where the front has none. Per axis, your
+    function is called with the smallest padding ``P`` that is at least both paddings and
+    differs from the front one by a whole number of strides, on the input as it is. Its
+    output then holds the problem's ``o`` rows from row ``(P - front) / stride`` on (the
+    rows around them read only padding or the rows the problem never reads, and are dropped;
+    in dgrad and wgrad they get a zero gradient). So your own padding code runs on every
+    problem that reads any padding at all, and nothing is padded or cropped for it."""
+
+    padding: tuple[int, ...]  # passed to your function
+    skip: tuple[int, ...]  # output rows before the problem's, per axis
+    full: tuple[int, ...]  # your function's output size per axis for that call
+    rows: tuple[int, ...]  # the problem's output size per axis
+
+    @property
+    def exact(self) -> bool:
+        """Your function's output is the problem's (no row dropped)."""
+        return self.full == self.rows
+
+    @property
+    def kept(self) -> tuple:
+        return tuple(slice(f, f + o) for f, o in zip(self.skip, self.rows))
+
+    def as_dict(self) -> dict:
+        return {"padding": list(self.padding), "output_size": list(self.full),
+                "kept_from": list(self.skip)}
+
+
+def call_for(problem: ConvProblem) -> Call:
+    padding, skip, full = [], [], []
+    for i, pre, post, s, eff in zip(problem.input, problem.pad_pre, problem.pad_post, problem.stride,
+                                    problem.effective_kernel):
+        extra = -(-max(0, post - pre) // s)  # strides of padding added at the front, to reach the back one
+        P = pre + s * extra
+        padding.append(P)
+        skip.append(extra)
+        full.append((i + 2 * P - eff) // s + 1)
+    return Call(tuple(padding), tuple(skip), tuple(full), tuple(problem.output))
+
+
+def _embedded(dy, call: Call, problem: ConvProblem):
+    """The output gradient of your function's call: ``dy`` in the kept rows, zero elsewhere."""
+    if call.exact:
+        return dy
+    import torch
+
+    out = torch.zeros((problem.mb, problem.oc, *call.full), dtype=dy.dtype, device=dy.device)
+    if dy.dim() > 3 and not dy.is_contiguous() and dy.is_contiguous(
+            memory_format=torch.channels_last if dy.dim() == 4 else torch.channels_last_3d):
+        out = out.contiguous(memory_format=torch.channels_last if dy.dim() == 4 else torch.channels_last_3d)
+    out[(slice(None), slice(None)) + call.kept] = dy
+    return out
 
 
 def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None):
-    """The problem's result (y with its fusion, dx or dw) from ``fn`` (torch's signature for
-    the direction), with the padding torch's signature cannot express done around the call."""
+    """(the problem's result (y with its fusion, dx or dw) from ``fn``, the :class:`Call`):
+    ``fn`` has torch's signature for the direction, and is called as :class:`Call` says.
+    A result of a shape that call cannot give is returned as it is (and refused)."""
     import torch
-    import torch.nn.functional as F
 
     spatial = tuple(range(2, 2 + problem.ndim))
     w_eff = w.flip(dims=spatial) if (w is not None and problem.mode == "conv") else w
-    # your function's own padding code runs wherever torch's signature can say the padding
-    symmetric = problem.symmetric_padding() is not None
-    padding = problem.pad_pre if symmetric else (0,) * problem.ndim
-    args = (tuple(problem.stride), tuple(padding), tuple(problem.dilation), problem.groups)
+    call = call_for(problem)
+    args = (tuple(problem.stride), call.padding, tuple(problem.dilation), problem.groups)
     if problem.direction == "fprop":
-        y = fn(x if symmetric else F.pad(x, _pads(problem)), w_eff, bias, *args)
-        return torch_conv.activation(problem.activation, y) if isinstance(y, torch.Tensor) else y
+        y = fn(x, w_eff, bias, *args)
+        if not call.exact and isinstance(y, torch.Tensor) and tuple(y.shape[2:]) == call.full:
+            y = y[(slice(None), slice(None)) + call.kept]
+        return (torch_conv.activation(problem.activation, y) if isinstance(y, torch.Tensor) else y), call
     if problem.direction == "wgrad":
-        dw = fn(x if symmetric else F.pad(x, _pads(problem)), tuple(problem.w_shape), dy, *args)
-        return dw.flip(dims=spatial) if (problem.mode == "conv" and isinstance(dw, torch.Tensor)) else dw
-    if symmetric:
-        return fn(tuple(problem.x_shape), w_eff, dy, *args)
-    # dgrad with asymmetric padding: the gradient of the padded (or cropped) input, cut back
-    padded = tuple(c + pre + max(post, 0) for c, pre, post in zip(problem.cropped_input, problem.pad_pre, problem.pad_post))
-    dxp = fn((problem.mb, problem.ic, *padded), w_eff, dy, *args)
-    if not isinstance(dxp, torch.Tensor) or tuple(dxp.shape[2:]) != padded:
-        return dxp  # judged (and refused) as it is
-    dx = torch.zeros(problem.x_shape, dtype=dxp.dtype, device=dxp.device)
-    inner = tuple(slice(pre, pre + c) for pre, c in zip(problem.pad_pre, problem.cropped_input))
-    dx[(slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)] = dxp[(slice(None), slice(None)) + inner]
-    return dx
+        dw = fn(x, tuple(problem.w_shape), _embedded(dy, call, problem), *args)
+        return (dw.flip(dims=spatial) if (problem.mode == "conv" and isinstance(dw, torch.Tensor)) else dw), call
+    return fn(tuple(problem.x_shape), w_eff, _embedded(dy, call, problem), *args), call
 
 
 def _check_signature(name: str, fn: Callable) -> None:
