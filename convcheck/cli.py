@@ -276,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--mb", default="8-32", metavar="RANGE", help="with --around: the batch range (default 8-32)")
     h.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
                    help=f"the implementation hunted: auto, {', '.join(BACKEND_NAMES)}, or your function as path/to/file.py:NAME")
+    h.add_argument("--engine", metavar="NAME", help="cuDNN: every check runs this plan, by name (as 'engines' lists it)")
     h.add_argument("--reference", choices=BACKEND_NAMES)
     h.add_argument("--device", choices=("cpu", "cuda"))
     h.add_argument("--bound", choices=BOUNDS, default="auto")
@@ -719,8 +720,8 @@ def cmd_hunt(args) -> int:
     if args.around:
         try:
             mb = _values(args.mb, "mb", args.mb)
-        except ValueError:
-            raise BadInput(f"{args.mb!r}: expected a batch, a range lo-hi or a list a,b", option="mb") from None
+        except (ValueError, BadInput):
+            raise BadInput(f"{args.mb!r}: expected a batch, a range lo-hi (rising) or a list a,b", option="mb") from None
         if min(mb) < 1:
             raise BadInput(f"{args.mb!r}: a batch is at least 1", option="mb")
         space = around(args.around, mb)
@@ -733,7 +734,10 @@ def cmd_hunt(args) -> int:
     if scripts.is_file() or not scripts.parent.is_dir():
         raise BadInput(f"{scripts}: expected a folder (made if missing) in a folder that exists", option="scripts")
     draw(space, args.seed, 0, max_macs=args.max_macs)  # a space that gives no problem is said before any output
-    options = resolved(SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed, timeout=args.timeout))
+    if args.engine and args.backend not in ("auto", "cudnn"):
+        raise BadInput(f"a plan by name is cuDNN's; this hunt checks {args.backend}", option="engine")
+    options = resolved(SweepOptions("cudnn" if args.engine else args.backend, args.reference, args.device, args.bound,
+                                    args.seed, timeout=args.timeout, engine=args.engine))
     log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     for note in options.notes:
         log(f"hunt: {note}")

@@ -367,9 +367,9 @@ def format_groups(result: HuntResult, out: Path) -> str:
         table.add_row(str(g.number), g.kind, g.minimal["problem"] + ("" if g.minimal_proved else " (not proved minimal)"),
                       trig, str(len(g.members)), f"draw {g.found_by}", str(g.found_at), str(g.shrink_checks),
                       g.script or "-")
-    console = Console(width=160, record=True, file=_Null())
+    console = Console(width=220, record=True, file=_Null())
     console.print(table)
-    text = console.export_text()
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
     rate = result.draws / result.tries if result.tries else 0.0
     lines = [text.rstrip(),
              f"hunt: {result.draws} draws from {result.space}, {result.failed_draws} failed; "

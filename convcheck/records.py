@@ -29,6 +29,8 @@ def record_key(rec: dict) -> str:
         key += f"|engines={rec['engines']}"
     if rec.get("engine"):
         key += f"|engine={rec['engine']}"
+    if rec.get("engine_pinned"):  # one plan asked for by name (shrink, hunt --engine)
+        key += f"|pinned={rec['engine_pinned']}"
     return key
 
 

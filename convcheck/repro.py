@@ -150,6 +150,7 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
     from .backends import is_user_function
     from .backends.user_function import call_for
     from .records import problem_from_record, record_label
+    from .targets import file_sha256
 
     name = rec.get("backend") or ""
     if not is_user_function(name):
@@ -161,7 +162,10 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
     info = rec.get("backend_info") or {}
     where_name, _, attr = name.rpartition(":")
     by_path = where_name.endswith(".py") or "/" in where_name or "\\" in where_name
-    function = f"{info['source']}:{attr}" if by_path and info.get("source") else name
+    # a file by its absolute path (the script may run from anywhere); a module by its name
+    # (a crash's record has no backend_info: the path is the backend's own, from where convcheck ran)
+    path = Path(info.get("source") or where_name).resolve() if by_path else None
+    function = f"{path}:{attr}" if path else name
     device = rec.get("backend_device") or info.get("device") or "cpu"
     bound_name = resolve_bound((rec.get("comparison") or {}).get("bound") or rec.get("bound"), problem, "random")
     fill = rec.get("fill") or ("exact" if bound_name == "exact" else "random")
@@ -173,7 +177,8 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
         "TITLE": f"your function's {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
         "FILE": file_name, "VERSION": __version__,
         "SOURCE": f"the record of {record_label(rec)} ({rec.get('status')}){where}",
-        "FUNCTION": function, "FUNCTION_SHA256": info.get("sha256") or "unknown", "DEVICE": str(device),
+        "FUNCTION": function, "FUNCTION_SHA256": info.get("sha256") or (file_sha256(path) if path else "unknown"),
+        "DEVICE": str(device),
         "CALL_PADDING": list(call.padding), "CALL_OUTPUT": list(call.full), "KEPT_FROM": list(call.skip),
         **_problem_values(problem, seed=int(rec.get("seed") or 0), fill=fill, density=float(rec.get("density") or 1.0),
                           fill_device=rec.get("fill_device") or "cpu", bound_name=bound_name, terms=terms,

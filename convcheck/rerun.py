@@ -26,7 +26,7 @@ def rerun(rec: dict, keep_outputs: bool = False):
 
     return run_check(problem, backend=rec["backend"], reference=rec["reference"], device=recorded_device(rec),
                      seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=rec.get("bound"),
-                     keep_outputs=keep_outputs, fill_device=rec.get("fill_device", "cpu"))
+                     keep_outputs=keep_outputs, fill_device=rec.get("fill_device", "cpu"), engine=rec.get("engine_pinned"))
 
 
 def recorded_device(rec: dict) -> str | None:

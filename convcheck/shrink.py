@@ -13,7 +13,8 @@ whose one-step reductions fails that way:
   step;
 - every candidate is checked through the ordinary check, in the sweep's supervised worker
   (:mod:`convcheck.workers`: a crash costs one record), with the record's backend,
-  reference, device, seed, bound and planted bug;
+  reference, device, seed, bound and planted bug, and for cuDNN the record's plan by name
+  (``engine_pinned``: the heuristics could choose another plan for a smaller problem);
 - *the same way* means the same kind of failure (a wrong answer stays a wrong answer, a
   crash a crash, a hang a hang) and, for cuDNN, the same engine by name and knobs;
 - the first candidate that fails the same way becomes the current problem (every step
@@ -45,7 +46,7 @@ def failure_kind(rec: dict) -> str | None:
 
 
 def _engine(rec: dict) -> str | None:
-    return rec.get("engine") or (rec.get("backend_info") or {}).get("engine")
+    return rec.get("engine") or rec.get("engine_pinned") or (rec.get("backend_info") or {}).get("engine")
 
 
 def same_failure(start: dict, rec: dict) -> bool:
@@ -173,8 +174,11 @@ def options_of(rec: dict):
     backend = rec.get("backend")
     if not backend:
         raise BadInput("the record names no backend; it is not a check's record")
+    # cuDNN: every candidate runs the plan that failed, by name (the heuristics could pick another
+    # for a smaller problem); a plan of an --all-engines record likewise
+    engine = (rec.get("engine_pinned") or _engine(rec)) if backend == "cudnn" else None
     return SweepOptions(backend=backend, reference=rec.get("reference"), device=recorded_device(rec), bound=rec.get("bound"),
-                        seed=rec.get("seed", 0), plant=rec.get("planted_bug"))
+                        seed=rec.get("seed", 0), plant=rec.get("planted_bug"), engine=engine)
 
 
 def refuse_unshrinkable(rec: dict) -> None:
@@ -184,9 +188,8 @@ def refuse_unshrinkable(rec: dict) -> None:
     if rec.get("fill") == "given":
         raise BadInput("the record was checked on given data, which the sweep file does not hold: "
                        "there is no smaller version of that data to check")
-    if rec.get("engines") == "all" or rec.get("plan_of_all"):
-        raise BadInput("shrink checks one implementation; for a plan of --all-engines, check that problem with "
-                       "--backend cudnn --engine NAME and shrink its record")
+    if rec.get("backend") == "cudnn" and not (rec.get("engine_pinned") or _engine(rec)) and failure_kind(rec) == "wrong answer":
+        raise BadInput("the record names no cuDNN plan; shrink runs the plan that failed by name")
 
 
 def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool = False, timeout: float | None = None,
@@ -207,10 +210,11 @@ def search(rec: dict, known: dict, write, *, budget: int = DEFAULT_BUDGET, timeo
     """The walk of :func:`shrink`: ``known`` maps record keys to records already checked (they
     are not checked again, and the walk adds to it), ``write(record)`` keeps each new
     candidate's record; ``tag`` goes into each as ``shrink`` beside the step."""
-    from .sweep import Item, SupervisedExecutor, _identity
+    from .sweep import Item, SupervisedExecutor, _identity, resolved
 
     refuse_unshrinkable(rec)
-    options = replace(options_of(rec), timeout=timeout)
+    # what the candidates need is here (a GPU for cuDNN), said before the walk starts
+    options = replace(resolved(options_of(rec)), timeout=timeout, notes=())
     result = ShrinkResult(start=rec)
     executor = SupervisedExecutor(1)
     current = problem_from_record(rec)

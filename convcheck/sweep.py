@@ -52,6 +52,7 @@ class SweepOptions:
     level: str | None = None  # given data (model --data activations): "probable" (default) or "rigorous"
     contract: str | None = None  # your function / given data in fp16/bf16: "staged" (default) or "fp32" (convcheck.rounding)
     timeout: float | None = None  # seconds a check may run (0: no limit; None: scaled to the problem, time_limit)
+    engine: str | None = None  # one cuDNN plan by name (shrink, hunt --engine): records say engine_pinned
 
 
 @dataclass
@@ -85,6 +86,7 @@ def _identity(item: "Item", options: SweepOptions) -> dict:
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
         "bound": _resolved_bound(options.bound, p, "random" if item.inputs is None else "given"), "seed": options.seed, "backend": options.backend, "reference": options.reference,
         "planted_bug": options.plant, **({"engines": "all"} if options.all_engines else {}),
+        **({"engine_pinned": options.engine} if options.engine else {}),
     }
 
 
@@ -317,8 +319,10 @@ def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
                        device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
                        max_memory=options.max_memory, inputs=item.inputs, plant=options.plant, level=options.level,
-                       contract=options.contract)
+                       contract=options.contract, engine=options.engine)
     rec = result.record()
+    if options.engine:
+        rec["engine_pinned"] = options.engine
     if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
         rec["notes"] = list(options.notes) + [n for n in rec["notes"] if not n.startswith("cuDNN not tested")]
     return rec
@@ -569,6 +573,10 @@ def resolved(options: SweepOptions) -> SweepOptions:
         if options.heuristics and plan.backend != "cudnn":
             raise BadInput(f"heuristics modes apply to the cudnn backend only; this sweep checks {plan.backend}",
                            option="heuristics")
+        if plan.backend == "cudnn":  # said now, not by the first check (every check would say it)
+            from . import backends
+
+            backends.require("cudnn", "cuda")
         options = replace(options, backend=plan.backend, reference=plan.reference, bound=bound, notes=tuple(plan.notes))
     return options
 

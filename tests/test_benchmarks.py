@@ -36,6 +36,14 @@ def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     assert "in a fresh process, Python's start included" in out  # what isolation costs a user's command
 
 
+def test_shrink_and_hunt_benchmark_shrinks_one_layer_per_bug_to_its_smallest_problem():
+    out = _run("shrink_and_hunt.py", "--part", "shrink", "--starts", "1", "--max-macs", "2e6")
+    rows = [line for line in out.splitlines() if line.split(" ")[0] in
+            ("odd_width_stride2", "odd_group_channels", "dilated_padding", "big_batch", "wide")]
+    assert len(rows) == 5 and all(row.endswith("minimal, the smallest") for row in rows), out
+    assert "checks per shrink over 5 starts: median" in out
+
+
 @pytest.mark.half
 def test_given_data_benchmark_smoke_run_has_no_false_alarm_and_misses_nothing_visible():
     """The given-data benchmark (README "Given data") on two shapes per direction, one seed."""

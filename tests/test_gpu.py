@@ -417,3 +417,25 @@ def test_the_supervisor_of_a_cudnn_sweep_never_touches_cuda(tmp_path):
     state, pid = done.stdout.split()[-2:]
     assert state == "none"
     assert all(json.loads(line)["worker"]["pid"] != int(pid) for line in out.read_text().splitlines())
+
+
+def test_a_cudnn_failure_shrinks_on_its_own_plan(tmp_path):
+    """A planted bug in cuDNN's answer (inputs rounded to bf16) on a ResNet-50 layer at batch 8:
+    every candidate runs the plan that failed, by name, and the shrink ends minimal there; the
+    smallest problem's cuDNN script fails the same way."""
+    sweep, out = tmp_path / "s.jsonl", tmp_path / "k.jsonl"
+    run_cli("sweep", "mb8ic64ih56oc64oh56kh3ph1", "--backend", "cudnn", "--plant", "bf16-inputs", "--out", str(sweep),
+            "--quiet")
+    [rec] = [json.loads(line) for line in sweep.read_text().splitlines()]
+    assert rec["status"] == "failed", rec.get("message")
+    plan = rec["backend_info"]["engine"]
+    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--repro", str(tmp_path / "r.py"))
+    assert done.returncode == 1 and "shrink: minimal:" in done.stdout, done.stdout + done.stderr
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["engine_pinned"] == plan for r in recs)
+    assert {r["backend_info"]["engine"] for r in recs if r["status"] in ("passed", "failed")} == {plan}
+    import subprocess
+    import sys
+
+    script = subprocess.run([sys.executable, str(tmp_path / "r.py")], capture_output=True, text=True, timeout=300)
+    assert script.returncode == 1 and "FAIL:" in script.stdout, script.stdout + script.stderr

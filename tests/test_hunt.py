@@ -232,6 +232,12 @@ def test_the_call_reaches_your_padding_code_for_every_padding_that_is_read():
     post_only = parse_descriptor("mb1ic1ih5oc1oh3kh2sh2ph0")  # front 0, back 1: read
     c = call_for(post_only)
     assert post_only.pad_post == (1, 1) and c.padding == (2, 2) and c.skip == (1, 1) and not c.exact
+    # back paddings that differ only in rows no window reads: one descriptor, one call
+    wider = parse_descriptor("mb1ic1ih9oc1kh3sh2ph1")  # back padding 1 deduced; 2 gives the same 5 rows
+    other = wider.with_(pad_post=(2, 2))
+    assert other.output == wider.output and other.descriptor() == wider.descriptor()
+    assert call_for(other) == call_for(wider) == call_for(parse_descriptor(wider.descriptor()))
+    assert call_for(wider).padding == (1, 1)
     rng = np.random.default_rng(0)
     for _ in range(200):
         p = draw(parse_space("ic1 oc1 ih1-9 kh1-4 sh1-3 ph0-3 dh0-2"), 0, int(rng.integers(10 ** 6))).problem
@@ -239,3 +245,31 @@ def test_the_call_reaches_your_padding_code_for_every_padding_that_is_read():
         for pre, post, P, f, s in zip(p.pad_pre, p.pad_post, c.padding, c.skip, p.stride):
             assert P >= max(pre, post, 0) and P - pre == f * s and (P > 0) == (pre > 0 or post > 0)
         assert all(full >= f + o for full, f, o in zip(c.full, c.skip, p.output))
+
+
+def test_a_cudnn_failure_shrinks_and_hunts_on_its_own_plan_by_name(tmp_path):
+    """For cuDNN every candidate runs the plan that failed, by name (the heuristics could choose
+    another for a smaller problem): the record's plan becomes the candidates' --engine, and their
+    records (and keys) say engine_pinned. Without a GPU the first candidate says so: exit 3."""
+    from convcheck.records import record_key
+    from convcheck.shrink import options_of
+    from convcheck.sweep import Item, SweepOptions, _identity
+
+    rec = {"problem": "mb2ic4ih6iw6oc4oh6ow6kh3kw3sh1sw1ph1pw1dh0dw0", "mode": "xcorr", "dtype": "fp32", "layout": "NCHW",
+           "direction": "fprop", "fuse": [], "bound": "exact", "seed": 0, "backend": "cudnn", "reference": "torch64",
+           "planted_bug": None, "status": "failed", "backend_device": "cuda", "reference_device": "cuda",
+           "backend_info": {"engine": "eng0_k2=1"}}
+    options = options_of(rec)
+    assert options.engine == "eng0_k2=1" and options.backend == "cudnn"
+    item = Item("shrink", parse_descriptor(rec["problem"]))
+    assert record_key(_identity(item, options)).endswith("|pinned=eng0_k2=1")
+    assert options_of(rec | {"backend": "torch"}).engine is None
+    sweep = tmp_path / "s.jsonl"
+    sweep.write_text(json.dumps(rec) + "\n")
+    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k.jsonl"))
+    from convcheck import backends
+
+    if backends.unavailable_reason("cudnn", "cuda") is not None:
+        assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+    wrong = run_cli("hunt", "--backend", "torch", "--engine", "eng0", "--space", SPACE, "--out", str(tmp_path / "h.jsonl"))
+    assert wrong.returncode == 2 and "--engine" in wrong.stderr and wrong.stderr.count("\n") == 1

@@ -229,7 +229,7 @@ _FILE_NAMES = ("binary", "empty", "torn.jsonl", "notjson.jsonl", "list.jsonl", "
 @given(data=st.data())
 def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data):
     command = data.draw(st.sampled_from(["check", "graph", "sweep", "lesson", "diff", "rerun", "report", "engines", "repro",
-                                         "shrink"]))
+                                         "shrink", "hunt"]))
     path = str(files / data.draw(st.sampled_from(_FILE_NAMES)))
     opts = [x for o in data.draw(st.lists(_option, max_size=3)) for x in o]
     if command in ("check", "engines"):
@@ -251,6 +251,14 @@ def test_no_command_line_ends_in_an_internal_error(files, tmp_path_factory, data
         argv = [command, path, "--index", data.draw(st.sampled_from(["0", "1", "5", "x"])),
                 "--out", str(tmp_path_factory.mktemp("shrink") / "k.jsonl"),
                 "--budget", data.draw(st.sampled_from(["0", "3", "x"]))]
+    elif command == "hunt":
+        where = data.draw(st.sampled_from([
+            ("--space", data.draw(st.sampled_from(["ic1-2 oc1 ih3", "ic2-1 oc1 ih3", "ic1 oc1", "x", "ic1 oc1 ih3 kh9"]))),
+            ("--around", path), ("--sampler", path + data.draw(st.sampled_from(["", ":f"])))]))
+        argv = [command, *where, "--backend", "torch", "--device", "cpu", "--quiet",
+                "--out", str(tmp_path_factory.mktemp("hunt") / "h.jsonl"),
+                "--budget", data.draw(st.sampled_from(["0", "2", "x"])),
+                *data.draw(st.sampled_from([(), ("--mb", "x"), ("--mb", "5-1"), ("--mb", "0"), ("--max-macs", "0")]))]
     elif command == "repro":
         argv = [command, path, "--index", data.draw(st.sampled_from(["0", "1", "5", "x"])),
                 "-o", str(files / data.draw(st.sampled_from(["folder", "missing/x.py", "out.py"])))]

@@ -133,8 +133,12 @@ class Call:
 
 
 def call_for(problem: ConvProblem) -> Call:
+    """The :class:`Call` of ``problem``, from its canonical form (the back padding benchdnn
+    deduces: the rows the output reads), so that every problem a record's descriptor stands for
+    calls your function the same way, and a rerun of the record repeats the call."""
     padding, skip, full = [], [], []
-    for i, pre, post, s, eff in zip(problem.input, problem.pad_pre, problem.pad_post, problem.stride,
+    canonical = problem.canonical()
+    for i, pre, post, s, eff in zip(problem.input, problem.pad_pre, canonical.pad_post, problem.stride,
                                     problem.effective_kernel):
         extra = -(-max(0, post - pre) // s)  # strides of padding added at the front, to reach the back one
         P = pre + s * extra
