@@ -507,15 +507,30 @@ def cmd_graph(args) -> int:
     return 0
 
 
-def cmd_repro(args) -> int:
+def _picked_record(args) -> tuple[list, dict]:
+    """(the file's records, the one ``--index``/``--name`` picks): rerun, shrink and repro. A
+    torn last line is said once: inside the error if there is one, else on its own line."""
     from .records import pick_record, read_records
+
+    notices: list = []
+    records = read_records(args.file, notices)
+    try:
+        rec = pick_record(records, args.index, args.name)
+    except BadInput as e:
+        if notices:
+            raise BadInput(f"{e} ({notices[0].removeprefix('convcheck: ')})", option=e.option) from None
+        raise
+    for notice in notices:
+        print(notice, file=sys.stderr)
+    return records, rec
+
+
+def cmd_repro(args) -> int:
     from .backends import is_user_function
     from .repro import from_record, function_script, write_reproducer, write_script
 
     writable_file(args.output, "output")
-    notices: list = []
-    records = read_records(args.file, notices)
-    rec = pick_record(records, args.index, args.name)
+    records, rec = _picked_record(args)
     where = f", record {args.index if args.index is not None else records.index(rec) + 1} of {Path(args.file).name}"
     if is_user_function(rec.get("backend") or ""):  # your function's script: it imports the function
         if args.output:
@@ -593,18 +608,9 @@ def _run_items(args, items) -> int:
 
 
 def cmd_rerun(args) -> int:
-    from .records import pick_record, problem_from_record, read_records
+    from .records import problem_from_record
 
-    notices: list = []  # a torn last line is said once, inside the error if there is one
-    records = read_records(args.file, notices)
-    try:
-        rec = pick_record(records, args.index, args.name)
-    except BadInput as e:
-        if notices:
-            raise BadInput(f"{e} ({notices[0].removeprefix('convcheck: ')})", option=e.option) from None
-        raise
-    for notice in notices:
-        print(notice, file=sys.stderr)
+    _, rec = _picked_record(args)
     args.record = rec
     return _isolated(args, "rerun", problem_from_record(rec), all_engines=bool(rec.get("engine")),
                      said=lambda status: _rerun_line(args, rec, status, None))
@@ -683,12 +689,10 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
 
 
 def cmd_shrink(args) -> int:
-    from .records import pick_record, read_records
     from .shrink import format_result, shrink, write_reproducer
     from .sweep import _Stop
 
-    records = read_records(args.file)
-    rec = pick_record(records, args.index, args.name)
+    records, rec = _picked_record(args)
     number = args.index or records.index(rec) + 1
     out = Path(args.out) if args.out else Path(args.file).with_name(f"{Path(args.file).stem}.shrink-{number}.jsonl")
     writable_file(args.repro, "repro")

