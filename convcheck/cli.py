@@ -20,6 +20,7 @@ from .engines import ENGINE_REFERENCES
 from .plant import BUGS
 from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
 from .rounding import CONTRACTS, DEFAULT_CONTRACT
+from .space import DEFAULT_SPACE
 
 LEVEL_HELP = ("given data (lesson files, model activations): probable (default) also fails what correct fp32 "
               "summation does not give on this data; rigorous fails only what no summation order explains")
@@ -532,18 +533,13 @@ def cmd_repro(args) -> int:
     writable_file(args.output, "output")
     records, rec = _picked_record(args)
     where = f", record {args.index if args.index is not None else records.index(rec) + 1} of {Path(args.file).name}"
-    if is_user_function(rec.get("backend") or ""):  # your function's script: it imports the function
-        if args.output:
-            path = write_reproducer(rec, args.output, where=where)
-            print(f"reproducer written to {path}: run it with python {path}", file=sys.stderr)
-        else:
-            print(function_script(rec, where=where), end="")
-        return 0
+    yours = is_user_function(rec.get("backend") or "")  # your function's script imports it; any other runs cuDNN
     if args.output:
-        path = write_script(args.output, rec=rec, where=where)
-        print(f"reproducer written to {path}: run it with python {path} on a machine with a GPU", file=sys.stderr)
+        path = write_reproducer(rec, args.output, where=where) if yours else write_script(args.output, rec=rec, where=where)
+        print(f"reproducer written to {path}: run it with python {path}" + ("" if yours else " on a machine with a GPU"),
+              file=sys.stderr)
     else:
-        print(from_record(rec, where=where), end="")
+        print((function_script if yours else from_record)(rec, where=where), end="")
     return 0
 
 
@@ -712,18 +708,15 @@ def cmd_shrink(args) -> int:
     return EXIT_MISMATCH if result.reproduced else 0
 
 
-DEFAULT_SPACE = "mb1-32 g1-4 ic1-64 oc1-64 ih1-128 iw1-128 kh1-5 kw1-5 sh1-3 sw1-3 ph0-3 pw0-3 dh0-2 dw0-2"
-
-
 def cmd_hunt(args) -> int:
     from .hunt import format_groups, hunt
     from .problem import layout_from_name
-    from .space import _values, around, draw, parse_space, sampler
+    from .space import around, draw, parse_space, parse_values, sampler
     from .sweep import SweepOptions, _Stop, resolved
 
     if args.around:
         try:
-            mb = _values(args.mb, "mb", args.mb)
+            mb = parse_values(args.mb, "mb", args.mb)
         except (ValueError, BadInput):
             raise BadInput(f"{args.mb!r}: expected a batch, a range lo-hi (rising) or a list a,b", option="mb") from None
         if min(mb) < 1:
@@ -818,9 +811,7 @@ def _start_workers_early(args) -> None:
 
     if args.command in ("check", "engines", "rerun", "shrink"):
         SupervisedExecutor(1).start()
-    elif args.command == "hunt":
-        SupervisedExecutor(args.jobs).start()
-    elif args.command in ("sweep", "model") and args.gpus is None and args.ray is None:
+    elif args.command == "hunt" or (args.command in ("sweep", "model") and args.gpus is None and args.ray is None):
         SupervisedExecutor(args.jobs).start()
 
 

@@ -17,15 +17,16 @@ one:
   explains, and that problem is shrunk. A draw that contains no group's problem is shrunk;
   a shrink that ends in a group's minimal problem joins that group.
 
-Every check's record goes to ``--out`` as it ends (draws carry ``hunt: {draw, seed}``, shrink
-candidates ``shrink: {..., hunt_draw}``, and a record whose failure joined a group carries
-``hunt.group``). With ``--resume`` the records there are read back, not checked again: draw
+Every check's record goes to ``--out`` as it ends (draws carry ``hunt: {draw, seed}``, the
+checks that tell failures apart ``hunt: {..., without}``, shrink candidates ``shrink: {...,
+hunt_draw}``); which draws each failure explains is in ``OUT.groups.json``. With ``--resume`` the records there are read back, not checked again: draw
 ``i`` is the same problem in every run of a seed, so a hunt cut short goes on where it
 stopped. ``--budget`` counts every check of the hunt, those of earlier runs included.
 """
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from pathlib import Path
 from .errors import BadInput
 from .problem import ConvProblem
 from .records import append_records, prepare_out, problem_from_record, record_key
-from .shrink import DEFAULT_BUDGET, failure_kind, search
+from .shrink import DEFAULT_BUDGET, engine_of, failure_kind, search
 from .space import MAX_MACS, draw
 
 #: Draws checked together, per worker (they run in parallel with --jobs).
@@ -58,7 +59,7 @@ class Group:
 
     @property
     def engine(self) -> str | None:
-        return self.minimal.get("engine") or (self.minimal.get("backend_info") or {}).get("engine")
+        return engine_of(self.minimal)
 
     def identity(self) -> tuple:
         return identity(self.minimal)
@@ -71,8 +72,7 @@ class Group:
 
 def identity(rec: dict) -> tuple:
     """What makes two failures the same: implementation, engine, kind, the shrunk problem."""
-    engine = rec.get("engine") or (rec.get("backend_info") or {}).get("engine")
-    return (rec.get("backend"), engine, failure_kind(rec), rec.get("problem"), rec.get("dtype"), rec.get("direction"),
+    return (rec.get("backend"), engine_of(rec), failure_kind(rec), rec.get("problem"), rec.get("dtype"), rec.get("direction"),
             rec.get("layout"), rec.get("mode"), tuple(rec.get("fuse") or ()))
 
 
@@ -110,7 +110,7 @@ def contains(p: ConvProblem, m: ConvProblem) -> bool:
 
 def without(p: ConvProblem, names) -> ConvProblem | None:
     """``p`` with the fields ``names`` at their least values (None if that is no problem)."""
-    from .space import benchdnn_problem
+    from .space import rededuced
 
     f = _fields(p)
     for k in names:
@@ -118,11 +118,10 @@ def without(p: ConvProblem, names) -> ConvProblem | None:
             f[k] = _least(k)
     axes = p.axis_names
     try:
-        q = benchdnn_problem(mb=f["mb"], groups=f["groups"], ic=f["groups"] * f["ic/groups"],
-                             oc=f["groups"] * f["oc/groups"], input=tuple(f[f"i{a}"] for a in axes),
-                             kernel=tuple(f[f"k{a}"] for a in axes), stride=tuple(f[f"s{a}"] for a in axes),
-                             pad=tuple(f[f"p{a}"] for a in axes), dilation=tuple(f[f"dilation {a}"] for a in axes),
-                             mode=p.mode, dtype=p.dtype, direction=p.direction, layout=p.layout, fuse=p.fuse)
+        q = rededuced(p, mb=f["mb"], groups=f["groups"], ic=f["groups"] * f["ic/groups"], oc=f["groups"] * f["oc/groups"],
+                      input=tuple(f[f"i{a}"] for a in axes), kernel=tuple(f[f"k{a}"] for a in axes),
+                      stride=tuple(f[f"s{a}"] for a in axes), pad_pre=tuple(f[f"p{a}"] for a in axes),
+                      dilation=tuple(f[f"dilation {a}"] for a in axes))
     except BadInput:
         return None
     return q if q.reads_input else None
@@ -367,7 +366,7 @@ def format_groups(result: HuntResult, out: Path) -> str:
         table.add_row(str(g.number), g.kind, g.minimal["problem"] + ("" if g.minimal_proved else " (not proved minimal)"),
                       trig, str(len(g.members)), f"draw {g.found_by}", str(g.found_at), str(g.shrink_checks),
                       g.script or "-")
-    console = Console(width=220, record=True, file=_Null())
+    console = Console(width=220, record=True, file=io.StringIO())
     console.print(table)
     text = "\n".join(line.rstrip() for line in console.export_text().splitlines())
     rate = result.draws / result.tries if result.tries else 0.0
@@ -383,18 +382,3 @@ def format_groups(result: HuntResult, out: Path) -> str:
         lines.append(f"  ended: {result.stopped}; --resume (with a larger --budget, or more --seconds) goes on "
                      f"from the records in {out}")
     return "\n".join(lines)
-
-
-class _Null:
-    def write(self, text):
-        return len(text)
-
-    def flush(self):
-        pass
-
-
-def check_budget(value: int) -> int:
-    if value < 1:
-        raise BadInput(f"--budget {value}: a hunt needs at least one check", option="budget")
-    return value
-

@@ -243,21 +243,6 @@ class ConvProblem:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
-    def symmetric_padding(self) -> tuple[int, ...] | None:
-        """The front padding, when padding both sides by it computes exactly this problem: the
-        back padding equals it, or differs only in rows no window reads (stride 2 and a 7x7
-        kernel on 224 rows with padding 3 reads 2 of the 3 back rows). None otherwise (a
-        negative or a larger back padding that is read). Torch's signature can then express it."""
-        if min(self.pad_pre) < 0:
-            return None
-        if self.pad_post == self.pad_pre:
-            return self.pad_pre
-        try:
-            same = replace(self, pad_post=self.pad_pre).output == self.output
-        except BadInput:
-            return None
-        return self.pad_pre if same else None
-
     def canonical(self) -> "ConvProblem":
         """The same computation with the back padding that benchdnn deduces.
 

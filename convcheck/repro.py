@@ -150,7 +150,7 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
     from .backends import is_user_function
     from .backends.user_function import call_for
     from .records import problem_from_record, record_label
-    from .targets import file_sha256
+    from .targets import file_sha256, target_file
 
     name = rec.get("backend") or ""
     if not is_user_function(name):
@@ -160,11 +160,11 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
         raise BadInput(f"record {record_label(rec)} holds no check of convcheck's own inputs ({rec.get('status')})")
     problem = problem_from_record(rec)
     info = rec.get("backend_info") or {}
-    where_name, _, attr = name.rpartition(":")
-    by_path = where_name.endswith(".py") or "/" in where_name or "\\" in where_name
+    attr = name.rpartition(":")[2]
     # a file by its absolute path (the script may run from anywhere); a module by its name
     # (a crash's record has no backend_info: the path is the backend's own, from where convcheck ran)
-    path = Path(info.get("source") or where_name).resolve() if by_path else None
+    named = target_file(name)
+    path = Path(info.get("source") or named).resolve() if named else None
     function = f"{path}:{attr}" if path else name
     device = rec.get("backend_device") or info.get("device") or "cpu"
     bound_name = resolve_bound((rec.get("comparison") or {}).get("bound") or rec.get("bound"), problem, "random")
@@ -193,16 +193,18 @@ def write_reproducer(rec: dict, path, where: str = "") -> Path:
     from .backends import is_user_function
     from .errors import writable_file
 
-    path = Path(path)
-    writable_file(str(path), "repro")
     backend = rec.get("backend") or ""
-    if is_user_function(backend):
-        text = function_script(rec, file_name=path.name, where=where)
-    elif backend == "cudnn":
-        text = from_record(rec, file_name=path.name, where=where)
-    else:
+    if backend == "cudnn":
+        return write_script(path, rec=rec, where=where)
+    if not is_user_function(backend):
         raise BadInput(f"no standalone script for backend {backend!r}: scripts run cuDNN or your own function; "
                        "'convcheck rerun' of the record reproduces it")
+    path = Path(path)
+    writable_file(str(path), "repro")
+    return _write(path, function_script(rec, file_name=path.name, where=where))
+
+
+def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     path.chmod(0o755)
     return path
@@ -228,6 +230,4 @@ def write_script(path, problem: ConvProblem | None = None, *, rec: dict | None =
                     np.save(path.parent / files[role], np.ascontiguousarray(np.asarray(array, dtype=np.float32)))
             options.update(fill="given", data_files=files)
         text = script(problem, file_name=path.name, **options)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o755)
-    return path
+    return _write(path, text)

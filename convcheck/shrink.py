@@ -45,7 +45,9 @@ def failure_kind(rec: dict) -> str | None:
     return KINDS.get(rec.get("status_before_expectation") or rec.get("status"))
 
 
-def _engine(rec: dict) -> str | None:
+def engine_of(rec: dict) -> str | None:
+    """The cuDNN plan a record ran: a plan of --all-engines, one asked for by name, or the one
+    the heuristics chose."""
     return rec.get("engine") or rec.get("engine_pinned") or (rec.get("backend_info") or {}).get("engine")
 
 
@@ -54,8 +56,8 @@ def same_failure(start: dict, rec: dict) -> bool:
     kind = failure_kind(start)
     if kind is None or failure_kind(rec) != kind:
         return False
-    if start.get("backend") == "cudnn" and _engine(start) and kind == "wrong answer":
-        return _engine(rec) == _engine(start)
+    if start.get("backend") == "cudnn" and engine_of(start) and kind == "wrong answer":
+        return engine_of(rec) == engine_of(start)
     return True
 
 
@@ -126,13 +128,10 @@ def _candidates(p: ConvProblem, change: dict):
         pass
     if "pad_post" in change:
         return
-    from .space import benchdnn_problem
+    from .space import rededuced
 
-    f = {"mb": p.mb, "groups": p.groups, "ic": p.ic, "oc": p.oc, "input": p.input, "kernel": p.kernel,
-         "stride": p.stride, "pad": p.pad_pre, "dilation": p.dilation} | {
-        {"pad_pre": "pad"}.get(k, k): v for k, v in change.items()}
     try:
-        q = benchdnn_problem(**f, mode=p.mode, dtype=p.dtype, direction=p.direction, layout=p.layout, fuse=p.fuse)
+        q = rededuced(p, **change)
     except (BadInput, ValueError):
         return
     if q.reads_input:
@@ -176,7 +175,7 @@ def options_of(rec: dict):
         raise BadInput("the record names no backend; it is not a check's record")
     # cuDNN: every candidate runs the plan that failed, by name (the heuristics could pick another
     # for a smaller problem); a plan of an --all-engines record likewise
-    engine = (rec.get("engine_pinned") or _engine(rec)) if backend == "cudnn" else None
+    engine = engine_of(rec) if backend == "cudnn" else None
     return SweepOptions(backend=backend, reference=rec.get("reference"), device=recorded_device(rec), bound=rec.get("bound"),
                         seed=rec.get("seed", 0), plant=rec.get("planted_bug"), engine=engine)
 
@@ -188,7 +187,7 @@ def refuse_unshrinkable(rec: dict) -> None:
     if rec.get("fill") == "given":
         raise BadInput("the record was checked on given data, which the sweep file does not hold: "
                        "there is no smaller version of that data to check")
-    if rec.get("backend") == "cudnn" and not (rec.get("engine_pinned") or _engine(rec)) and failure_kind(rec) == "wrong answer":
+    if rec.get("backend") == "cudnn" and not engine_of(rec) and failure_kind(rec) == "wrong answer":
         raise BadInput("the record names no cuDNN plan; shrink runs the plan that failed by name")
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,6 +40,8 @@ from .problem import ConvProblem
 _AXES = ("d", "h", "w")
 _FIELDS = ("mb", "g", "ic", "oc") + tuple(f + a for f in "iksp" for a in _AXES) + tuple("d" + a for a in _AXES)
 _TOKEN = re.compile(r"(mb|ic|oc|g|[iksd][dhw]|p[dhw])(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)")
+#: The space a hunt draws from when none is given: 2-D, up to 32 images and 64 channels.
+DEFAULT_SPACE = "mb1-32 g1-4 ic1-64 oc1-64 ih1-128 iw1-128 kh1-5 kw1-5 sh1-3 sw1-3 ph0-3 pw0-3 dh0-2 dw0-2"
 #: At most this many multiply-adds per draw unless a hunt says otherwise (a CPU check of it
 #: takes about a second).
 MAX_MACS = 100_000_000
@@ -50,7 +52,8 @@ class SamplerBroken(BadInput):
     """Your sampler returned what is no problem at all (not an illegal one, which is drawn again)."""
 
 
-def _values(text: str, key: str, where: str) -> tuple[int, ...]:
+def parse_values(text: str, key: str, where: str) -> tuple[int, ...]:
+    """``lo-hi``, ``a,b,c`` or one value, as the distinct integers it names (a range runs up)."""
     out = []
     for part in text.split(","):
         lo, _, hi = part.partition("-")
@@ -75,7 +78,7 @@ def parse_space(text: str) -> "RangeSpace":
         key = m.group(1)
         if key in ranges:
             raise BadInput(f"space {text!r}: {key} is given twice", option="space")
-        ranges[key] = _values(m.group(2), key, text)
+        ranges[key] = parse_values(m.group(2), key, text)
         pos = m.end()
     for key in ("ic", "oc"):
         if key not in ranges:
@@ -146,6 +149,15 @@ def benchdnn_problem(*, mb, groups, ic, oc, input, kernel, stride, pad, dilation
                        stride=tuple(stride), pad_pre=tuple(pad), pad_post=post, dilation=tuple(dilation), **kw)
 
 
+def rededuced(p: ConvProblem, **changes) -> ConvProblem:
+    """``p`` with ``changes`` (its fields by name; ``pad_pre`` the front padding) and the back
+    padding deduced again for the new sizes, as :func:`benchdnn_problem` deduces it."""
+    f = {"mb": p.mb, "groups": p.groups, "ic": p.ic, "oc": p.oc, "input": p.input, "kernel": p.kernel,
+         "stride": p.stride, "pad": p.pad_pre, "dilation": p.dilation}
+    f |= {("pad" if k == "pad_pre" else k): v for k, v in changes.items()}
+    return benchdnn_problem(**f, mode=p.mode, dtype=p.dtype, direction=p.direction, layout=p.layout, fuse=p.fuse)
+
+
 @dataclass
 class AroundSpace:
     """Around the layers of a batch file (see the module's text)."""
@@ -153,7 +165,6 @@ class AroundSpace:
     source: str
     layers: list
     mb: tuple = (1,)
-    text: str = field(default="")
 
     def _ranges(self, p: ConvProblem) -> dict:
         half_to_twice = lambda v: tuple(range(max(1, v // 2), 2 * v + 1))  # noqa: E731

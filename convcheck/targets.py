@@ -18,14 +18,20 @@ def is_target(text: str) -> bool:
     return ":" in text
 
 
+def target_file(target: str) -> Path | None:
+    """The file a ``path/to/file.py:NAME`` target names (None for ``package.module:NAME``)."""
+    where = target.rsplit(":", 1)[0]
+    return Path(where) if where.endswith(".py") or "/" in where or "\\" in where else None
+
+
 def load_object(target: str, role: str):
     """(the object ``target`` names, the file that defines it or None). ``role`` starts every
     message ("model", "backend")."""
     if not is_target(target):
         raise BadInput(f"{role} {target!r}: expected path/to/file.py:Name or package.module:Name")
     where, name = target.rsplit(":", 1)
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        path = Path(where)
+    path = target_file(target)
+    if path is not None:
         if not path.is_file():
             raise BadInput(f"{role} {target!r}: no such file {path}")
         spec = importlib.util.spec_from_file_location(f"convcheck_{role}_{path.stem}", path)

@@ -85,10 +85,13 @@ def test_your_padding_code_runs_where_the_back_padding_is_never_read():
     from convcheck import check_conv_function
     from examples import shape_bugs
 
+    from convcheck.backends.user_function import call_for
+
     conv1 = parse_descriptor("mb1ic3ih224oc8oh112kh7sh2ph3")
-    assert conv1.pad_post == (2, 2) and conv1.symmetric_padding() == (3, 3)
-    assert parse_descriptor("mb1ic3ih9oc8oh4kh3sh2ph0").symmetric_padding() == (0, 0)
-    assert parse_descriptor("mb2ic8ih13oc16oh7kh3sh2ph2").symmetric_padding() is None  # its back padding is read
+    assert conv1.pad_post == (2, 2) and call_for(conv1).padding == (3, 3) and call_for(conv1).exact
+    stride2 = call_for(parse_descriptor("mb1ic3ih9oc8oh4kh3sh2ph0"))
+    assert stride2.padding == (0, 0) and stride2.exact
+    assert not call_for(parse_descriptor("mb2ic8ih13oc16oh7kh3sh2ph2")).exact  # a row more, dropped
     recs = check_conv_function(shape_bugs.shifted_padding, [conv1, "mb1ic3ih10oc4oh10kh3ph1"])
     assert [r["status"] for r in recs] == ["failed"] * 2
     assert check_conv_function(shape_bugs.big_batch, [conv1])[0]["status"] == "passed"  # a correct one still passes

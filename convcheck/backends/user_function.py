@@ -154,10 +154,8 @@ def _embedded(dy, call: Call, problem: ConvProblem):
         return dy
     import torch
 
-    out = torch.zeros((problem.mb, problem.oc, *call.full), dtype=dy.dtype, device=dy.device)
-    if dy.dim() > 3 and not dy.is_contiguous() and dy.is_contiguous(
-            memory_format=torch.channels_last if dy.dim() == 4 else torch.channels_last_3d):
-        out = out.contiguous(memory_format=torch.channels_last if dy.dim() == 4 else torch.channels_last_3d)
+    out = torch_conv.to_layout(torch.zeros((problem.mb, problem.oc, *call.full), dtype=dy.dtype, device=dy.device),
+                               problem.layout == "nxc")  # stored as dy is (as_checked)
     out[(slice(None), slice(None)) + call.kept] = dy
     return out
 
