@@ -273,3 +273,12 @@ def test_a_cudnn_failure_shrinks_and_hunts_on_its_own_plan_by_name(tmp_path):
         assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
     wrong = run_cli("hunt", "--backend", "torch", "--engine", "eng0", "--space", SPACE, "--out", str(tmp_path / "h.jsonl"))
     assert wrong.returncode == 2 and "--engine" in wrong.stderr and wrong.stderr.count("\n") == 1
+
+
+def test_a_scripts_folder_that_cannot_be_is_one_line(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    for scripts in (tmp_path / "a_file", tmp_path / "missing" / "scripts"):
+        done = run_cli("hunt", "--backend", "torch", "--space", "ic1 oc1 ih3", "--scripts", str(scripts),
+                       "--out", str(tmp_path / "h.jsonl"))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--scripts" in done.stderr, done.stderr
+    assert not (tmp_path / "h.jsonl").exists()  # refused before anything was written
