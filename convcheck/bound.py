@@ -329,7 +329,7 @@ class ElementwiseBound:
         staged = [s for s in self.sides if s.is_staged] if self.staged else []
         analytic = [s.staged(self.lam, self.lam_walk, False) for s in staged]
         return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, stored_c,
-                math.sqrt(2.0) * self.lam_walk, stored_z, self.lam * sum(s.u_stage for s in staged),
+                math.sqrt(2.0) * self.lam_walk, stored_z, self.lam * len(staged),
                 sum(s.staged(self.lam, self.lam_walk, True)[0] for s in staged), sum(c for _, c in analytic),
                 sum(c for c, _ in analytic))
 
@@ -337,8 +337,8 @@ class ElementwiseBound:
     def accumulation(terms, structure, a, s2, stage=None):
         """The allowance for the sum itself: ``c_a*A``, or the smaller variance-aware
         ``c_s*sqrt(S2)`` where it applies (``structure[1]``); a staged sum (``structure[4]``) adds
-        its stages' roundings: ``lam*u*sqrt(stage)`` from the stages' own sums (``stage``, see
-        :func:`convcheck.magnitudes.stage_energy`), at most ``(S-1)*u*A``, or without them the
+        its stages' roundings: ``lam*sqrt(stage)`` from the stages' own sums (``stage``: the energy of
+        their roundings, :func:`convcheck.rounding.stage_roundings`), at most ``(S-1)*u*A``, or without them the
         analytic bound of :meth:`Side.staged`."""
         import torch
 
@@ -430,8 +430,9 @@ class ElementwiseBound:
             if s.is_staged:
                 stage_u = f"2^{round(math.log2(s.u_stage))}"
                 if self.staged:
-                    term += (f", + {self.lam:.2f}*{stage_u}*sqrt(squared stage and running sums) (at most "
-                             f"{s.stages - 1}*{stage_u}*conv(|x|,|w|)) for its {s.stages} stages")
+                    term += (f", + {self.lam:.2f}*sqrt(sum of its roundings' squared half-ulps, a third where "
+                             f"rounded from fp32) (at most {s.stages - 1}*{stage_u}*conv(|x|,|w|)) for its "
+                             f"{s.stages} stages")
                 else:
                     term += f", + gamma_{s.stages - 1}({stage_u})*conv(|x|,|w|) for its {s.stages} stages"
             parts.append(term)

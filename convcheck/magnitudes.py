@@ -39,7 +39,7 @@ class Magnitudes(NamedTuple):
     ``s2`` = conv(x^2, w^2) (+bias^2) or None where the bound does not use it,
     ``bias`` = |bias| at every output (a fused bias), or None: an unfused epilogue's
     intermediates are judged by their own size (convcheck.bound.ElementwiseBound.epilogue),
-    ``stage`` = the squares of a staged sum's stage and running sums (:func:`stage_energy`), or
+    ``stage`` = the energy of a staged sum's roundings (:func:`stage_energy`), or
     None where no side stores stages in the tensor type."""
 
     a: Any
@@ -133,51 +133,37 @@ def structural_zeros(problem: ConvProblem, device: str = "cpu"):
 
 
 def stage_energy(problem: ConvProblem, inputs, stages: str, device: str):
-    """Per output, the squares of what a staged sum rounds (:mod:`convcheck.rounding`: stages are
-    kernel taps for dgrad, images for wgrad): ``sum_j P_j^2`` over its stage sums and the squares of
-    the running sums that an add of a non-zero stage rounds, but the last (the output's own rounding),
-    the larger over the natural and the reversed order of the stages. Stages that read only padding
-    or fall off the stride's grid are exact zeros and add nothing. This is what Higham & Mary's
-    probabilistic bound of the stages' roundings is made of (ElementwiseBound.accumulation).
-    Float64, cuDNN off; about one more convolution of the problem (each stage is 1/S of it)."""
+    """Per output, the energy of a staged sum's roundings on convcheck's own fill
+    (:func:`convcheck.rounding.stage_roundings`: stages are kernel taps for dgrad, images for wgrad),
+    the larger over the natural and the reversed order of the stages (channels-last col2im adds the
+    taps backwards). This is what Higham & Mary's probabilistic bound of the stages' roundings is
+    made of (ElementwiseBound.accumulation). Float64, cuDNN off; about two more convolutions of the
+    problem (each stage is 1/S of one, computed once per order)."""
     import torch
 
     from .backends.torch64 import cudnn_disabled
+    from .rounding import stage_roundings
 
     t = {k: _tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")}
-    acc = {}
 
-    def add(part):
-        if not acc:
-            zero = torch.zeros_like(part)
-            acc.update(total=zero, parts=zero.clone(), forward=zero.clone(), adds=zero.clone(), before=zero.clone(),
-                       before_sq=zero.clone())
-        live = (part != 0).to(part.dtype)
-        acc["before"] += live * acc["total"]  # reversed order: this add gives y - (the natural sum before it)
-        acc["before_sq"] += live * acc["total"] * acc["total"]
-        acc["adds"] += live
-        acc["total"] += part
-        acc["parts"] += part * part
-        acc["forward"] += live * acc["total"] * acc["total"]  # natural order: this add gives the running sum
-
-    with cudnn_disabled():
+    def parts(reverse: bool):
         if stages == "images":
             from .backends import torch_conv
 
             single = replace(problem, mb=1, fuse=())
-            for i in range(problem.mb):
-                add(torch_conv.compute(single, t["x"][i:i + 1], t["w"], t["dy"][i:i + 1])[0])
+            for i in (reversed(range(problem.mb)) if reverse else range(problem.mb)):
+                yield torch_conv.compute(single, t["x"][i:i + 1], t["w"], t["dy"][i:i + 1])[0]
         else:
-            for part in _tap_parts(problem, t["w"], t["dy"]):
-                add(part)
-    y = acc["total"]
-    natural = acc["forward"] - y * y
-    reverse = acc["adds"] * y * y - 2.0 * y * acc["before"] + acc["before_sq"] - y * y
-    return acc["parts"] + torch.maximum(natural, reverse).clamp_min(0.0)
+            yield from _tap_parts(problem, t["w"], t["dy"], reverse)
+
+    with cudnn_disabled():
+        natural, _ = stage_roundings(parts(False), stages, problem.dtype, own_fill=True)
+        reverse, _ = stage_roundings(parts(True), stages, problem.dtype, own_fill=True)
+    return torch.maximum(natural, reverse)
 
 
-def _tap_parts(problem: ConvProblem, w, dy):
-    """dgrad's sum one kernel tap at a time (kh then kw), each a 1x1 transposed convolution of dy
+def _tap_parts(problem: ConvProblem, w, dy, reverse: bool = False):
+    """dgrad's sum one kernel tap at a time (kh then kw, or backwards), each a 1x1 transposed convolution of dy
     with that tap of w, placed where the tap reads: input index = o*stride - pad_pre + tap*dilation."""
     import itertools
 
@@ -188,7 +174,8 @@ def _tap_parts(problem: ConvProblem, w, dy):
     if problem.mode == "conv":
         w = w.flip(dims=tuple(range(2, 2 + nd)))
     shape = (problem.mb, problem.ic) + tuple(problem.input)
-    for tap in itertools.product(*(range(k) for k in problem.kernel)):
+    taps = list(itertools.product(*(range(k) for k in problem.kernel)))
+    for tap in (reversed(taps) if reverse else taps):
         wt = w[(slice(None), slice(None)) + tap].reshape(w.shape[:2] + (1,) * nd)
         part = transposed(dy, wt, stride=problem.stride, groups=problem.groups)
         out = part.new_zeros(shape)

@@ -35,7 +35,6 @@ import math
 from dataclasses import dataclass, field
 
 from . import dtypes
-from .bound import gamma as bound_gamma
 from .summation import element_terms, order_statistics, stage_statistics
 
 #: Outputs whose terms are summed one by one (the furthest beyond the typical correct error).
@@ -88,17 +87,16 @@ def _sides(bound):
 
 def _staged(problem, side, lam: float, terms) -> float:
     """A staged side's allowance for its stages on one output's terms (:mod:`convcheck.rounding`):
-    Higham & Mary over its stage and running sums, or the worst case of those roundings on this
-    data where that is smaller (few stages: sqrt(S)*lam > S), and at least twice the staged sum's
+    Higham & Mary over the half-ulps of what it rounds (its stage and running sums,
+    :func:`convcheck.rounding.stage_roundings`), or the worst case of those roundings on this data where
+    that is smaller (few stages: sqrt(S)*lam > S), and at least twice the staged sum's
     own error (equal stages, as constant data give, round one way at every step)."""
     if not side.is_staged:
         return 0.0
     from .rounding import STAGES
 
-    u = side.u_stage
-    stats = stage_statistics(terms, STAGES[problem.direction], dtypes.get(problem.dtype).storage)
-    worst = u * stats.worst * (1.0 + bound_gamma(side.stages, u))
-    return max(min(lam * u * math.sqrt(stats.energy), worst), SEQUENTIAL_MARGIN * stats.staged_error)
+    stats = stage_statistics(terms, STAGES[problem.direction], problem.dtype)
+    return max(min(lam * math.sqrt(stats.energy), stats.worst), SEQUENTIAL_MARGIN * stats.staged_error)
 
 
 def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) -> ProbableVerdict:

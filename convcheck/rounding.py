@@ -107,3 +107,80 @@ def by_contract(problem, contract: str | None, who: str = "your implementation")
         return Computes(f"{who}, contract fp32", "fp32 accumulation, rounded once")
     return Computes(f"{who}, contract staged", "fp32 sums; stages stored in the tensor type as torch's slow kernels do",
                     staging_for(problem))
+
+
+#: Relative slack on a stage value before its binade is taken: the fp32 GEMM that computed it may
+#: have put it a few fp32 ulps from the exact value (2^-12 is 4096 of them), across a power of two.
+BINADE_SLACK = 2.0 ** -12
+#: The variance proxy of one rounding error, as a fraction of the square of its bound c (the
+#: half-ulp of the rounded value's binade). On convcheck's own random fill a value rounded from
+#: fp32 to the tensor type discards at least 13 bits that the data make random: its error is
+#: modelled as uniform on [-c, c], a strictly sub-Gaussian law whose proxy is its variance, c^2/3.
+#: A sum of two values already in the tensor type (dgrad's taps) may discard a single bit (an
+#: error of 0 or +-c), and data a user gives may have few bits: proxy c^2, Hoeffding's.
+UNIFORM_PROXY = 1.0 / 3.0
+
+
+def half_ulp(value, dtype: str):
+    """Per element, the largest rounding error of a value of magnitude at most ``value`` (a float64
+    torch tensor of non-negative bounds) rounded to ``dtype``'s tensor type: the half-ulp of its
+    binade, ``u*2^floor(log2 value)`` (between u*value/2 and u*value), and at least half the type's
+    smallest subnormal; 0 where the value is exactly 0 (it rounds exactly)."""
+    import torch
+
+    from . import dtypes
+
+    info = dtypes.get(dtype)
+    value = value.to(torch.float64)
+    # 2^floor(log2 value): the float64 with the value's exponent bits and a zero mantissa (0 stays 0)
+    binade = (value.view(torch.int64) & _EXPONENT_BITS).view(torch.float64)
+    c = (binade * info.u).clamp_min(_SUBNORMAL_HALF[info.storage])
+    return torch.where(value > 0, c, 0.0)
+
+
+_EXPONENT_BITS = 0x7FF0000000000000  # of a float64
+_SUBNORMAL_HALF = {"float16": 2.0 ** -25, "bfloat16": 2.0 ** -134, "float32": 2.0 ** -150}
+
+
+def stage_roundings(parts, stages: str, dtype: str, own_fill: bool):
+    """What a staged sum rounds (the slow kernels' dgrad taps or wgrad images, see the module's
+    docstring), per output, when its exact stage sums ``parts`` (float64 torch tensors of one shape,
+    one per stage, in the order they are added) are stored and added in ``dtype``'s tensor type.
+
+    Returns ``(energy, worst)``: ``worst = sum_j c_j``, the most those roundings can move the result
+    (``c_j`` from :func:`half_ulp`), and ``energy = sum_j proxy_j*c_j^2``, what Higham & Mary's
+    probabilistic bound ``lam*sqrt(energy)`` is made of (``proxy_j``: :data:`UNIFORM_PROXY` where
+    ``own_fill`` and the value is rounded from fp32, else 1). Counted: dgrad's every stage (into the
+    column buffer) and every add but its first (``0 + rd(P_1)`` is exact); wgrad's every add
+    (``rd(s + P_j)``, the image's sum unrounded). Not counted: an add of an exact-zero stage (off the
+    stride's grid, or all padding) and the last add, which is the output's own rounding (the bound's
+    ``u*|y|``). Each running sum's binade is taken at its exact value plus everything rounded
+    before it (and :data:`BINADE_SLACK`), so a computed value that crossed a power of two is covered."""
+    import torch
+
+    fine = UNIFORM_PROXY if own_fill else 1.0
+    add_proxy = 1.0 if stages == "taps" else fine
+    done = total = energy = pending_c = pending_e = started = None
+    for part in parts:
+        if done is None:
+            total, done, energy = torch.zeros_like(part), torch.zeros_like(part), torch.zeros_like(part)
+            pending_c, pending_e = torch.zeros_like(part), torch.zeros_like(part)
+            started = torch.zeros(part.shape, dtype=torch.bool, device=part.device)
+        live = part != 0
+        if stages == "taps":  # rd(P_j) into the column buffer
+            c = half_ulp(part.abs() * (1.0 + BINADE_SLACK), dtype)
+            done += c
+            energy += fine * c * c
+        total += part
+        c = half_ulp(total.abs() * (1.0 + BINADE_SLACK) + done + pending_c, dtype)
+        if stages == "taps":
+            c = torch.where(started, c, torch.zeros_like(c))
+        # the previous add's rounding is not the output's: this live add comes after it
+        done += torch.where(live, pending_c, torch.zeros_like(c))
+        energy += torch.where(live, pending_e, torch.zeros_like(c))
+        pending_c = torch.where(live, c, pending_c)
+        pending_e = torch.where(live, add_proxy * c * c, pending_e)
+        started |= live
+    if done is None:
+        raise ValueError("a staged sum needs at least one stage")
+    return energy, done

@@ -120,38 +120,42 @@ def order_statistics(terms) -> OrderStatistics:
 
 
 class StageStatistics(NamedTuple):
-    """One output's staged sum (:mod:`convcheck.rounding`): the sum of the squared stage sums and
-    running sums (Higham & Mary's model of its roundings), the error of the staged computation
-    itself (each stage's exact sum rounded to the tensor type and added there in order), and the
-    sum of the magnitudes that are rounded, ``sum|P_j| + sum_{1<j<S}|s_j|`` (times u: the worst case
-    of its roundings on this data)."""
+    """One output's staged sum (:mod:`convcheck.rounding`): the energy of its roundings (Higham &
+    Mary's model of them) and their worst case on this data (:func:`convcheck.rounding.stage_roundings`),
+    and the error of the staged computation itself (each stage's exact sum rounded to the tensor type
+    and added there in order)."""
 
     energy: float
     staged_error: float
     worst: float
 
 
-def stage_statistics(terms, stages: str, storage: str) -> StageStatistics:
+def stage_statistics(terms, stages: str, dtype: str, own_fill: bool = False) -> StageStatistics:
     """:class:`StageStatistics` of one output's terms (a ``[groups, taps]`` array, :func:`element_terms`)
     summed in ``stages`` ("taps": a sum per column, dgrad; "images": a sum per row, wgrad) that are
-    stored in ``storage`` ("float16" or "bfloat16"), as torch's slow kernels do; the largest of each
-    over the natural and the reversed order of the stages."""
+    stored in ``dtype``'s tensor type (fp16 or bf16), as torch's slow kernels do; the largest of each
+    over the natural and the reversed order of the stages. ``own_fill``: the data are convcheck's random
+    fill (the energy is then the whole-tensor one of :func:`convcheck.magnitudes.stage_energy`); given
+    data (the default): every rounding's bound is its variance proxy (their bits are not known to be
+    random)."""
     import torch
+
+    from . import dtypes
+    from .rounding import stage_roundings
 
     t = terms.detach().cpu().numpy() if hasattr(terms, "detach") else np.asarray(terms)
     t = np.asarray(t, dtype=np.float64)
     exact = math.fsum(t.reshape(-1).tolist())
-    half = getattr(torch, storage)
+    half = getattr(torch, dtypes.get(dtype).storage)
     energy = worst = error = 0.0
     natural = t.sum(axis=0) if stages == "taps" else t.sum(axis=1)
     for parts in (natural, natural[::-1]):  # channels-last col2im adds the taps backwards
-        running = np.cumsum(parts)
-        rounded = running[parts != 0][:-1]  # adds of a zero stage are exact; the last is the output's rounding
-        energy = max(energy, float(np.dot(parts, parts) + np.dot(rounded, rounded)))
-        worst = max(worst, float(np.abs(parts).sum() + np.abs(rounded).sum()))
+        stacked = torch.from_numpy(np.ascontiguousarray(parts))
+        e, c = stage_roundings(list(stacked), stages, dtype, own_fill)
+        energy, worst = max(energy, float(e)), max(worst, float(c))
         # dgrad's taps are stored in the column buffer before col2im adds them; wgrad's GEMM (beta = 1)
         # adds each image's fp32 sum to the stored total directly
-        stage = torch.from_numpy(np.ascontiguousarray(parts)).to(torch.float32)
+        stage = stacked.to(torch.float32)
         if stages == "taps":
             stage = stage.to(half).to(torch.float32)
         acc = torch.zeros((), dtype=half)
