@@ -18,14 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _paths  # noqa: E402
+from _checks import checked  # noqa: E402
 
-from convcheck.check import run_check  # noqa: E402
 from convcheck.sweep import collect  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,12 +31,7 @@ PLANTS = ("element", "fp16-accumulation")
 
 
 def _checked(p, bug=None):
-    """(the check's result, max|answer - float64 reference|): the answer judged is the one measured."""
-    r = run_check(p, backend="torch", reference="numpy", device="cpu", seed=1, plant=bug, keep_outputs=True)
-    if r.outputs is None:
-        return r, float("nan")
-    ours, ref, _ = r.outputs
-    return r, float((ours.double().cpu() - torch.as_tensor(ref).double().cpu()).abs().max())
+    return checked(p, backend="torch", plant=bug)
 
 
 def main(argv=None) -> int:

@@ -183,6 +183,7 @@ class CheckResult:
     #: one plan of a check of every cuDNN plan (``engines``): its record names the plan and how it was judged
     plan_of_all: bool = False
     judged_as: str = ""
+    algorithm: str | None = None  # what your function declared it computes by (convcheck.fast_bound), None: direct
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
 
@@ -236,6 +237,8 @@ class CheckResult:
             "comparison": {k: v for k, v in c.as_dict().items() if k not in _FLAT_COMPARISON} if c else None,
             "versions": self.versions,
         }
+        if self.algorithm:  # how the implementation under test said it computes: rerun judges it so again
+            rec["algorithm"] = self.algorithm
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
             rec.update(engine=self.backend_info.get("engine"), engine_index=self.backend_info.get("plan_index"),
                        judged_as=self.judged_as)
@@ -299,6 +302,8 @@ def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str):
     """Stage 4: the magnitudes the bound is built from (None when it needs none)."""
     if not bnd.needs_abs_conv:
         return None
+    if hasattr(bnd, "magnitudes"):  # a bound with magnitudes of its own (a fast algorithm's: convcheck.fast_bound)
+        return bnd.magnitudes(inputs, device)
     # S2 serves the variance-aware form on convcheck's own fill and the probable level on given data
     mags = abs_conv(problem, inputs, device, squares=inputs.kind != "given" or getattr(bnd, "level", None) == "probable")
     if getattr(bnd, "staged", False):  # a side stores stages in the tensor type: their own sums (convcheck.rounding)
@@ -384,6 +389,41 @@ def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs
                        "choose another bound or bug", option="plant")
 
 
+def _small_everywhere(result: CheckResult) -> str:
+    """Where your function fails the exact check at most outputs by a tiny relative amount (what reordered
+    or transformed arithmetic gives, not a wrong window), the message says how to declare a fast
+    algorithm ('' otherwise)."""
+    c = result.comparison
+    if c is None or not c.total or c.outside < 0.1 * c.total or not c.ref_abs_max:
+        return ""
+    relative = c.max_abs_diff / c.ref_abs_max
+    if not 0 < relative < 1e-3:
+        return ""
+    return (f"{c.outside} of {c.total} outputs differ, all by at most {relative:.1e} of max|ref|: what transformed or "
+            "rounded arithmetic gives. If your function computes by a fast algorithm, declare it "
+            "(--algorithm winograd:M, algorithm='winograd:M'); a direct sum must match the exact fill bit for bit")
+
+
+def _declared_algorithm(algorithm: str | None, plan: Plan, plant: str | None, bound: str | None):
+    """The fast algorithm the implementation under test declares (None: a direct sum), where it may
+    declare one: your function (torch and cuDNN say how they compute themselves), with the default bound."""
+    from .fast_bound import parse_algorithm
+    from .winograd_plants import ALGORITHM, BUGS as FAST_PLANTS
+
+    if plant in FAST_PLANTS:  # the planted implementation is a Winograd one, and says so
+        return parse_algorithm(ALGORITHM)
+    declared = parse_algorithm(algorithm)
+    if declared is None:
+        return None
+    if not backends.is_user_function(plan.backend):
+        raise BadInput(f"declares how your function computes; the {plan.backend} backend is judged "
+                       "by what it says of itself", option="algorithm")
+    if bound not in (None, "auto"):
+        raise BadInput(f"{declared.text} is judged by its own bound; leave --bound at auto "
+                       f"(got {bound})", option="algorithm")
+    return declared
+
+
 def run_check(
     problem: ConvProblem,
     backend: str = "auto",
@@ -401,6 +441,7 @@ def run_check(
     fill_device: str | None = None,
     level: str | None = None,
     contract: str | None = None,
+    algorithm: str | None = None,
 ) -> CheckResult:
     """Run one check through the stages. Bad input raises BadInput; a backend that cannot
     run here raises BackendUnavailable; a problem the backend declines, or any failure
@@ -413,6 +454,8 @@ def run_check(
     ``level``: for given ``inputs``, "probable" (default) or "rigorous" (:mod:`convcheck.probable`).
     ``contract``: what your function (a ``FILE.py:NAME`` backend) may have computed in fp16/bf16,
     "staged" (default) or "fp32" (:mod:`convcheck.rounding`); torch and cuDNN say it themselves.
+    ``algorithm``: how your function computes, ``direct`` (None) or ``winograd:M[...]``
+    (:mod:`convcheck.fast_bound`): with the default bound it is then judged by that algorithm's bound.
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.memory.TooLarge` before anything is allocated."""
     from .environment import versions
@@ -430,14 +473,21 @@ def run_check(
         if heuristics:
             options["heuristics"] = tuple(heuristics)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
-    bound_name = resolve_bound(bound, problem, data)
+    declared = _declared_algorithm(algorithm, plan, plant, bound)
+    bound_name = "winograd" if declared else resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)
-    bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
-                     devices=(plan.backend_device, plan.reference_device), contract=contract)
+    if declared:
+        from .fast_bound import bound_for
+
+        bnd = bound_for(declared, problem, data)
+    else:
+        bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
+                         devices=(plan.backend_device, plan.reference_device), contract=contract)
     where = compare_device(plan)
     start = time.perf_counter()
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name)
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
+                         algorithm=declared.text if declared else None)
     try:
         with device_scope(plan):
             clock = StageClock(plan)
@@ -463,6 +513,8 @@ def run_check(
             mags = magnitudes_for(bnd, problem, inputs, where)
             clock.mark("magnitudes")
             judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)
+            if bound_name == "exact" and backends.is_user_function(plan.backend) and not plant:
+                result.message = _small_everywhere(result) or result.message
             clock.mark("compare")
             result.stages.update(clock.stages())
             result.time_backend_s, result.time_reference_s = result.stages["under_test"], result.stages["reference"]

@@ -17,6 +17,7 @@ from .backends import NAMES as BACKEND_NAMES
 from .bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from .check import STORED_REFERENCES
 from .engines import ENGINE_REFERENCES
+from .fast_bound import ALGORITHM_HELP
 from .plant import BUGS
 from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
 from .rounding import CONTRACTS, DEFAULT_CONTRACT
@@ -106,6 +107,17 @@ def _backend(text: str) -> str:
                                      "path/to/file.py:NAME or package.module:NAME")
 
 
+def _algorithm(text: str) -> str:
+    """--algorithm, checked before anything runs (convcheck.fast_bound.parse_algorithm)."""
+    from .fast_bound import parse_algorithm
+
+    try:
+        parse_algorithm(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def _seconds(text: str) -> float:
     """--timeout: seconds, 0 for no limit."""
     try:
@@ -149,6 +161,7 @@ def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> No
     w.add_argument("--bound", choices=BOUNDS, default="auto")
     w.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
     w.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
+    w.add_argument("--algorithm", type=_algorithm, default="direct", metavar="ALGORITHM", help=ALGORITHM_HELP)
     w.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
                    help=f"auto, {', '.join(BACKEND_NAMES)}, or your convolution function as path/to/file.py:NAME")
     w.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; its checks must fail")
@@ -197,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--save-lesson", metavar="DIR", help="write conv_shapes.txt and conv_{x,w,y}.f32 of this run (y = the output under test)")
     c.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; the check must fail")
     c.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
+    c.add_argument("--algorithm", type=_algorithm, default="direct", metavar="ALGORITHM", help=ALGORITHM_HELP)
     _engine_args(c)
     c.add_argument("--all-engines", action="store_true", help="check every plan cuDNN offers (same as the engines command)")
     c.add_argument("--repro", metavar="FILE", help="also write a standalone script that reproduces this check (no convcheck needed)")
@@ -442,7 +456,7 @@ def _check_here(args) -> int:
     result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
                        seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound,
                        engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args), max_memory=args.max_memory,
-                       contract=args.contract)
+                       contract=args.contract, algorithm=args.algorithm)
     if args.save_lesson and result.outputs is not None:
         from .lesson_io import write_lesson
 
@@ -590,7 +604,7 @@ def _run_items(args, items) -> int:
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
                            all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
                            expect_fail=expect, plant=args.plant, level=args.level,
-                           contract=args.contract, timeout=args.timeout)
+                           contract=args.contract, timeout=args.timeout, algorithm=args.algorithm)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor,

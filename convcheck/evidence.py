@@ -41,6 +41,11 @@ def _tolerance_line(c) -> str:
                     if p.get("coef_sqrt_s2") else f"{p['coef_abs_conv']:.3e}*conv(|x|,|w|)")
         return (f"tolerance |ours - ref| <= {variance} + {p['rtol']:.3e}*|ref|   "
                 f"(elementwise bound, lambda {p['lambda']:.2f}, false-alarm probability <= {p['p_false']:g} per check)")
+    if c.bound == "winograd":
+        p = c.bound_params
+        return (f"tolerance |ours - ref| <= |coefficient rounding| + {p['lambda']:.2f}*sqrt({p['rounding_proxy']:g}*"
+                f"rounding energy)   ({p['algorithm']}: the bound over its transforms, false-alarm probability <= "
+                f"{p['p_false']:g} per check)")
     return "tolerance none: only identical outputs pass   (exact bound, inputs on an exact grid)"
 
 
@@ -161,6 +166,8 @@ def report_text(result: CheckResult) -> str:
                          "(provably wrong: outside the worst case over every summation order)")
         else:
             lines.append(f"FAILED: {c.outside} of {c.total} outputs outside tolerance")
+        if result.message and c.level is None:
+            lines.append(f"why       {result.message}")
     else:
         lines.append(f"PASSED: all {c.total} outputs inside tolerance")
     return "\n".join(lines)

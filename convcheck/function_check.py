@@ -92,12 +92,15 @@ def _backend_names(fn, directions: Iterable[str]) -> dict[str, str]:
 def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *, directions=("fprop",),
                         dtypes=("fp32",), layouts=("nchw",), device: str | None = None, seeds: int = 1,
                         mb: int | None = None, dims=(1, 2, 3), bound: str | None = None,
-                        plant: str | None = None) -> list[dict]:
+                        plant: str | None = None, algorithm: str | None = None) -> list[dict]:
     """Check ``fn`` on every problem x direction x dtype x layout x seed; return the records
     (the same JSON-able dicts a sweep writes). ``fn``: one callable for every direction asked,
     or ``{"fprop": f, "dgrad": g, "wgrad": h}``. ``dims``: the dimensions your function handles
     (problems of others are left out). ``bound``: as ``convcheck check --bound`` (default auto:
     exact for fp32/tf32). ``plant``: a bug planted around your function (the checks must fail).
+    ``algorithm``: how your function computes, ``"winograd:M"`` (F(MxM,RxR), optionally ``:lavin``,
+    ``:onednn`` or its points) to be judged by that algorithm's bound (:mod:`convcheck.fast_bound`;
+    problems it cannot compute, strided or 1x1 ones, are ``unsupported`` records).
 
     The checks run in a supervised worker process (:mod:`convcheck.workers`): a segfault,
     an abort, ``sys.exit``/``os._exit`` or a hang (past the automatic time limit) of your
@@ -105,7 +108,10 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     function a worker cannot import (a lambda, one defined in ``__main__`` or inside another
     function) is checked in this process instead, and every record says so."""
     from .backends.user_function import not_shippable
+    from .fast_bound import parse_algorithm
     from .sweep import Item, SweepOptions, SupervisedExecutor, check_item
+
+    parse_algorithm(algorithm)  # a malformed declaration is one error, before any check
 
     names = _backend_names(fn, directions)
     todo = []
@@ -121,7 +127,8 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                     for seed in range(seeds):
                         # a sweep's own record of one problem: your function's failures (it raised,
                         # or returned the wrong shape or type) become error records, as in a sweep
-                        options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant)
+                        options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant,
+                                               algorithm=algorithm)
                         todo.append((len(todo), Item("python", q), options))
     functions = list(fn.values()) if isinstance(fn, Mapping) else [fn]
     why = next((r for r in map(not_shippable, functions) if r), None)

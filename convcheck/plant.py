@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, winograd_plants
 from .errors import BadInput
 from .fill import ConvInputs
 from .problem import ConvProblem
@@ -40,6 +40,7 @@ BUGS = {
     "nhwc-as-nchw": "channels-last input memory read as channels-first",
     "row-unwritten": "one output row never written (the NaN poison stays)",
     "element": "one output element (the largest) off by 1%",
+    **winograd_plants.BUGS,  # a Winograd implementation's bugs, judged by its bound (convcheck.winograd_plants)
 }
 
 
@@ -57,6 +58,8 @@ def _identity(y):
 
 def applies(bug: str, problem: ConvProblem) -> str | None:
     """None if ``bug`` changes the computation of ``problem``, else why it does not."""
+    if bug in winograd_plants.BUGS:
+        return winograd_plants.applies(bug, problem)
     k_last = problem.kernel[-1]
     uses_x = problem.direction in ("fprop", "wgrad")
     if bug in ("drop-channel", "group-mix", "nhwc-as-nchw") and not uses_x:
@@ -256,6 +259,8 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
         return Planted(problem, inputs, _row_unwritten)
     if bug == "element":
         return Planted(problem, inputs, _scale_largest)
+    if bug in winograd_plants.BUGS:
+        return Planted(problem, inputs, _identity, compute=lambda p, i: winograd_plants.compute(bug, p, i))
     raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")
 
 

@@ -53,6 +53,7 @@ class SweepOptions:
     contract: str | None = None  # your function / given data in fp16/bf16: "staged" (default) or "fp32" (convcheck.rounding)
     timeout: float | None = None  # seconds a check may run (0: no limit; None: scaled to the problem, time_limit)
     engine: str | None = None  # one cuDNN plan by name (shrink, hunt --engine): records say engine_pinned
+    algorithm: str | None = None  # how your function computes (convcheck.fast_bound): None or "direct", "winograd:M"
 
 
 @dataclass
@@ -295,7 +296,9 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
             recs = [_error_record(item, options, str(e)) | {"status": "unsupported"}]
         except ConvCheckError as e:
             # a planted bug that cannot change this problem's answer proves nothing either way
-            recs = [_error_record(item, options, str(e)) | ({"status": "unsupported"} if e.option == "plant" else {})]
+            # (nor does a declared fast algorithm that cannot compute this problem, a strided one say)
+            recs = [_error_record(item, options, str(e)) | ({"status": "unsupported"} if e.option in ("plant", "algorithm")
+                                                            else {})]
         except Exception as e:  # never let one problem stop the sweep
             recs = [_error_record(item, options, f"{type(e).__name__}: {e}")]
     return _finish(recs, item, options)
@@ -319,7 +322,7 @@ def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_check(item.problem, backend=options.backend, reference=options.reference,
                        device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
                        max_memory=options.max_memory, inputs=item.inputs, plant=options.plant, level=options.level,
-                       contract=options.contract, engine=options.engine)
+                       contract=options.contract, engine=options.engine, algorithm=options.algorithm)
     rec = result.record()
     if options.engine:
         rec["engine_pinned"] = options.engine

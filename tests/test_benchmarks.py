@@ -53,3 +53,9 @@ def test_given_data_benchmark_smoke_run_has_no_false_alarm_and_misses_nothing_vi
     caught, visible = head.split("asserts catch ")[1].split(" visible")[0].split(" of ")
     # visible: 3x the largest correct error, torch's staged half precision included (README "Given data")
     assert int(caught) >= 0.99 * int(visible) and int(visible) > 300, head
+
+
+def test_fast_algorithms_benchmark_passes_correct_winograd_and_fails_its_plants():
+    out = _run("fast_algorithms.py", "--problem", "mb1ic8ih10oc8oh10kh3ph1", "--directions", "fprop,wgrad", "--dtypes", "fp32")
+    assert "In all: 8 correct checks, 0 false alarms;" in out, out
+    assert "| given | wgrad | fp32 | 4 | 0 |" in out and "visible plants caught" in out

@@ -22,12 +22,14 @@ import pytest
 from convcheck import run_check
 from convcheck.fill import make_inputs
 from convcheck.plant import BUGS, applies, effect
+from convcheck.winograd_plants import BUGS as WINOGRAD_BUGS
 from convcheck.random_problems import random_problems
 
 LOGIC_BUGS = ("drop-channel", "padding", "flip", "dilation", "group-mix", "nhwc-as-nchw", "row-unwritten", "element")
 PRECISION_BUGS = ("tf32-inputs", "bf16-inputs", "fp16-output", "fp16-accumulation")
 ONE_OPERAND_BUGS = ("tf32-weights", "bf16-weights", "fp8-weights")  # the operand besides the summed-over one
-assert set(LOGIC_BUGS) | set(PRECISION_BUGS) | set(ONE_OPERAND_BUGS) == set(BUGS)
+FAST_ALGORITHM_BUGS = tuple(WINOGRAD_BUGS)  # a Winograd implementation's: tests/test_fast_algorithms.py
+assert set(LOGIC_BUGS) | set(PRECISION_BUGS) | set(ONE_OPERAND_BUGS) | set(FAST_ALGORITHM_BUGS) == set(BUGS)
 
 PER_DTYPE = 16
 VISIBLE = 1e-3  # a bug that moves the answer by less than 0.1% of its size is not a planted "wrong answer"

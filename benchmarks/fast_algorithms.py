@@ -1,0 +1,145 @@
+"""Winograd convolutions judged by the bound derived for them (`convcheck check --algorithm`).
+
+Over the 3x3 stride-1 layers of ResNet-50 (cases/benchdnn/shapes_resnet_50) and VGG-16 (its 13
+layers, below), in fprop, dgrad and wgrad, fp32 and fp16, at the batches asked:
+  * correct implementations declared as such (benchmarks/_winograd_impls.py: F(2,3), F(4,3) with
+    Lavin's and oneDNN's points, F(6,3), each in fp32) through `run_check` with the function as the
+    backend, as `convcheck check --backend FILE.py:NAME --algorithm winograd:M:WHO` runs it: every
+    one must pass; the table shows each one's largest error/allowed (the margin);
+  * the planted Winograd bugs (`--plant winograd-...`: a wrong coefficient, 1/6 written 0.1667 or
+    0.16667, a dropped, a duplicated, a misaligned last tile) computed by F(4,3) with Lavin's points:
+    a bug is *visible* when its error is at least 3x the correct F(4,3) Lavin implementation's error on
+    the same inputs (both against the float64 reference); each visible one must fail.
+Errors are max|answer - float64 reference|. Problems over --max-macs are left out, and said.
+
+Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N]
+       [--dtypes fp32,fp16] [--max-macs 2e10]
+Prints markdown tables (the README shows them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _paths  # noqa: E402
+from _checks import checked  # noqa: E402
+from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
+
+from convcheck import winograd  # noqa: E402
+from convcheck.problem import parse_descriptor  # noqa: E402
+from convcheck.sweep import collect  # noqa: E402
+from convcheck.winograd_plants import BUGS as PLANTS  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
+#: VGG-16's convolutions (Simonyan & Zisserman, configuration D): all 3x3, stride 1, padding 1.
+VGG_16 = [f'mb1ic{c}ih{s}oc{k}oh{s}kh3ph1n"vgg_16:conv{b}_{i}"' for b, i, c, k, s in (
+    (1, 1, 3, 64, 224), (1, 2, 64, 64, 224), (2, 1, 64, 128, 112), (2, 2, 128, 128, 112), (3, 1, 128, 256, 56),
+    (3, 2, 256, 256, 56), (4, 1, 256, 512, 28), (4, 2, 512, 512, 28), (5, 1, 512, 512, 14))]  # conv3_3, 4_3, 5_2, 5_3 repeat
+
+
+def layers(net: str, limit: int | None):
+    """The distinct 3x3 stride-1 layers of ``net`` (batch 1)."""
+    if net == "vgg_16":
+        found = [parse_descriptor(d) for d in VGG_16]
+    else:
+        seen, found = set(), []
+        for item in collect([str(REPO / "cases" / "benchdnn" / f"shapes_{net}")]):
+            p = item.problem.with_(mb=1)
+            if p.descriptor() not in seen and not winograd.applies(p) and p.kernel[0] == 3:
+                seen.add(p.descriptor())
+                found.append(p)
+    return found[:limit] if limit else found
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nets", default="resnet_50,vgg_16")
+    ap.add_argument("--mb", default="1,8,32")
+    ap.add_argument("--layers", type=int, default=None, help="the first N layers of each net")
+    ap.add_argument("--dtypes", default="fp32,fp16")
+    ap.add_argument("--directions", default="fprop,dgrad,wgrad")
+    ap.add_argument("--max-macs", type=float, default=2e10, help="leave out problems with more multiply-adds")
+    ap.add_argument("--problem", action="append", default=[], metavar="DESCRIPTOR",
+                    help="these problems (batch from the descriptor) instead of the nets' layers")
+    _paths.add_option(ap)
+    args = ap.parse_args(argv)
+    print(f"# {_paths.apply(args)}")
+    start = time.perf_counter()
+    worst = defaultdict(float)  # (net, direction, dtype, impl) -> largest error/allowed
+    rows = defaultdict(lambda: {"correct": 0, "alarms": 0, "plants": 0, "visible": 0, "caught": 0})
+    missed, left_out, alarms = [], [], []
+    plant_ratio = defaultdict(list)  # bug -> error / the correct F(4,3)'s error
+    chosen = ([("given", parse_descriptor(d), None) for d in args.problem] if args.problem else
+              [(net, layer, mb) for net in args.nets.split(",") for layer in layers(net, args.layers)
+               for mb in (int(m) for m in args.mb.split(","))])
+    for net, layer, mb in chosen:
+        mb = layer.mb if mb is None else mb
+        for direction in args.directions.split(","):
+            for dtype in args.dtypes.split(","):
+                p = layer.with_(mb=mb, direction=direction, dtype=dtype)
+                macs = p.accumulation_depth * math.prod(p.result_shape)
+                if macs > args.max_macs:
+                    left_out.append(f"{p.name} mb{mb} {direction} {dtype} ({macs:.2g} MACs)")
+                    continue
+                key = (net, direction, dtype)
+                own = {}
+                for name, (m, who) in IMPLEMENTATIONS.items():
+                    r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=f"winograd:{m}:{who}")
+                    own[name] = e
+                    rows[key]["correct"] += 1
+                    ratio = r.comparison.max_ratio if r.comparison else float("inf")
+                    worst[key + (name,)] = max(worst[key + (name,)], ratio)
+                    if r.status != "passed":
+                        rows[key]["alarms"] += 1
+                        alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
+                for bug in PLANTS:
+                    r, e = checked(p, backend="torch", plant=bug)
+                    if r.status == "unsupported":
+                        continue
+                    rows[key]["plants"] += 1
+                    visible = e >= 3 * own["f4_lavin"]
+                    plant_ratio[bug].append(e / own["f4_lavin"] if own["f4_lavin"] else math.inf)
+                    rows[key]["visible"] += visible
+                    rows[key]["caught"] += visible and r.status == "failed"
+                    if visible and r.status != "failed":
+                        missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({e / own['f4_lavin']:.3g}x)")
+                print(f"  {p.name} mb{mb} {direction} {dtype} done ({time.perf_counter() - start:.0f} s)",
+                      file=sys.stderr, flush=True)
+    names = list(IMPLEMENTATIONS)
+    what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers, batch {args.mb}"
+    print(f"\n## Winograd, declared (`--algorithm winograd:M:WHO`), {what}\n")
+    print("| net | direction | type | correct checks | false alarms | " + " | ".join(f"largest error/allowed {n}" for n in names)
+          + " | plants | visible (>= 3x F(4,3)'s error) | caught |")
+    print("|---|---|---|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|")
+    for key in sorted(rows):
+        r = rows[key]
+        print(f"| {' | '.join(key)} | {r['correct']} | {r['alarms']} | "
+              + " | ".join(f"{worst[key + (n,)]:.2f}" for n in names)
+              + f" | {r['plants']} | {r['visible']} | {r['caught']} |")
+    total = {k: sum(r[k] for r in rows.values()) for k in ("correct", "alarms", "visible", "caught")}
+    print(f"\nIn all: {total['correct']} correct checks, {total['alarms']} false alarms; "
+          f"{total['caught']} of {total['visible']} visible plants caught.")
+    for bug, ratios in plant_ratio.items():
+        print(f"- {bug}: error {min(ratios):.3g}x to {max(ratios):.3g}x the correct F(4,3)'s")
+    for line in alarms:
+        print(f"- FALSE ALARM {line}")
+    for line in missed:
+        print(f"- missed: {line}")
+    if left_out:
+        print(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
+              + (" ..." if len(left_out) > 8 else ""))
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    return 1 if total["alarms"] or total["caught"] < total["visible"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,517 @@
+"""Winograd's minimal filtering F(m x m, r x r): its transforms, a convolution computed by them
+in every direction, and the magnitudes its error bound is built from (docs/DESIGN.md 3e).
+
+F(m, r) computes m outputs of an r-tap correlation from alpha = m + r - 1 inputs with alpha
+multiplications: ``y = A^T [(G g) . (B^T d)]``, and in 2-D, per tile of m x m outputs,
+``Y = A^T [sum_c (G g_c G^T) . (B^T d_c B)] A``. The matrices come from alpha - 1 finite
+interpolation points and the point at infinity (Toom-Cook, transposed into a correlation):
+with V the alpha x alpha evaluation matrix (row ``[1, a, a^2, ...]`` per finite point, ``[0, ..., 1]``
+for infinity) and V_k its first k columns (infinity: the last of the k),
+``A^T = V_m^T``, ``G = D V_r``, ``B^T = D^-1 V^-T``, where ``D = diag(1/prod_{l != j}(a_j - a_l))``
+moves the Lagrange denominators into the filter transform (as Lavin's wincnn does), leaving B^T
+with integer entries for integer points. The matrices are built in exact rational arithmetic.
+
+The point sets differ in accuracy: larger points make larger transform entries (F(4,3) with
+Lavin's 0, +-1, +-2 has 8s in A^T; oneDNN's 0, +-5/8, +-3/2 keeps them near 1), and an entry such
+as 1/6 is not exact in binary, one more rounding per use. :data:`PUBLISHED` names the sets in use.
+
+The convolutions here (:func:`conv`) are plain, correct implementations for the tests, the
+benchmark and the fast-algorithm plants: stride 1, no dilation, 2-D, any groups and padding,
+each transform evaluated as a product by its matrix in the compute type (fp32 by default),
+the output rounded once to the tensor type.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from typing import Any, NamedTuple
+
+#: The interpolation points in use for each (m, r), by who published them.
+PUBLISHED = {
+    (2, 3): {"lavin": (0, 1, -1)},
+    (4, 3): {"lavin": (0, 1, -1, 2, -2), "onednn": (0, Fraction(5, 8), Fraction(-5, 8), Fraction(3, 2), Fraction(-3, 2))},
+    (6, 3): {"lavin": (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))},
+}
+
+
+def _inverse(rows: list[list[Fraction]]) -> list[list[Fraction]]:
+    """The inverse of a small square rational matrix (Gauss-Jordan, exact)."""
+    n = len(rows)
+    a = [list(r) + [Fraction(int(i == j)) for j in range(n)] for i, r in enumerate(rows)]
+    for col in range(n):
+        pivot = next(i for i in range(col, n) if a[i][col] != 0)
+        a[col], a[pivot] = a[pivot], a[col]
+        inv = 1 / a[col][col]
+        a[col] = [v * inv for v in a[col]]
+        for i in range(n):
+            if i != col and a[i][col] != 0:
+                f = a[i][col]
+                a[i] = [v - f * p for v, p in zip(a[i], a[col])]
+    return [r[n:] for r in a]
+
+
+def _exact_in_fp32(v: Fraction) -> bool:
+    """Whether ``v`` is a binary fraction with at most 24 significant bits (exact in fp32)."""
+    den = v.denominator
+    if den & (den - 1):
+        return False
+    num = abs(v.numerator)
+    while num and num % 2 == 0:
+        num //= 2
+    return num < 2 ** 24
+
+
+@dataclass(frozen=True)
+class Transform:
+    """F(m x m, r x r) from ``points`` (the alpha - 1 finite interpolation points; infinity is the last)."""
+
+    m: int
+    r: int
+    points: tuple[Fraction, ...]
+    name: str = ""
+
+    def __post_init__(self):
+        if self.m < 1 or self.r < 1:
+            raise ValueError(f"F({self.m},{self.r}): m and r must be at least 1")
+        if len(self.points) != self.alpha - 1:
+            raise ValueError(f"F({self.m},{self.r}) needs {self.alpha - 1} finite points, got {len(self.points)}")
+        if len(set(self.points)) != len(self.points):
+            raise ValueError(f"F({self.m},{self.r}): the points {self.text_points} repeat")
+
+    @property
+    def alpha(self) -> int:
+        """The tile of inputs one tile of m outputs reads: m + r - 1."""
+        return self.m + self.r - 1
+
+    @property
+    def text_points(self) -> str:
+        return ", ".join(str(p) for p in self.points)
+
+    def describe(self) -> str:
+        who = f"{self.name}'s " if self.name else ""
+        return f"Winograd F({self.m}x{self.m},{self.r}x{self.r}), {who}points {self.text_points}, infinity"
+
+    @cached_property
+    def matrices(self) -> tuple[list[list[Fraction]], list[list[Fraction]], list[list[Fraction]]]:
+        """(A^T: m x alpha, G: alpha x r, B^T: alpha x alpha), exact."""
+        alpha, pts = self.alpha, self.points
+
+        def row(a, k):  # the evaluation row of a polynomial with k coefficients at a (None: infinity)
+            return [Fraction(int(j == k - 1)) for j in range(k)] if a is None else [Fraction(a) ** j for j in range(k)]
+
+        every = list(pts) + [None]
+        v = [row(a, alpha) for a in every]
+        scale = [Fraction(1) / math.prod((Fraction(a) - Fraction(b) for b in pts if b != a), start=Fraction(1))
+                 if a is not None else Fraction(1) for a in every]
+        at = [list(c) for c in zip(*[row(a, self.m) for a in every])]
+        g = [[s * x for x in row(a, self.r)] for a, s in zip(every, scale)]
+        v_inv_t = [list(c) for c in zip(*_inverse(v))]
+        bt = [[x / s for x in r] for r, s in zip(v_inv_t, scale)]
+        return at, g, bt
+
+    def exact_in_fp32(self) -> tuple[bool, bool, bool]:
+        """Per matrix (A^T, G, B^T): whether every entry is exact in fp32 (else each use rounds once more)."""
+        return tuple(all(_exact_in_fp32(x) for r in mat for x in r) for mat in self.matrices)
+
+    def tensors(self, dtype=None, device="cpu", absolute: bool = False):
+        """(A^T, G, B^T) as torch tensors, each entry rounded once to ``dtype`` (float64 by default),
+        or their entries' magnitudes (``absolute``)."""
+        import torch
+
+        out = []
+        for mat in self.matrices:
+            t = torch.tensor([[float(x) for x in r] for r in mat], dtype=torch.float64, device=device)
+            out.append((t.abs() if absolute else t).to(dtype or torch.float64))
+        return tuple(out)
+
+
+def published(m: int, r: int = 3, who: str | None = None) -> Transform:
+    """A published point set for F(m, r) (the first one where ``who`` is None)."""
+    sets = PUBLISHED.get((m, r))
+    if not sets:
+        known = ", ".join(f"F({a},{b})" for a, b in PUBLISHED)
+        raise ValueError(f"no published points for F({m},{r}); known: {known} (or give the points)")
+    name = who or next(iter(sets))
+    if name not in sets:
+        raise ValueError(f"no points by {name!r} for F({m},{r}); known: {', '.join(sets)}")
+    return Transform(m, r, tuple(Fraction(p) for p in sets[name]), name)
+
+
+def every_published(m: int, r: int = 3) -> list[Transform]:
+    return [published(m, r, who) for who in PUBLISHED.get((m, r), {})]
+
+
+def applies(problem) -> str:
+    """Why F(m, r) cannot compute ``problem`` ('' where it can): 2-D, stride 1, no dilation, square kernel."""
+    if problem.ndim != 2:
+        return f"Winograd here computes 2-D convolutions; this one is {problem.ndim}-D"
+    if any(s != 1 for s in problem.stride):
+        return f"Winograd computes stride 1; this problem has stride {'x'.join(map(str, problem.stride))}"
+    if any(d != 1 for d in problem.dilation):
+        return "Winograd computes undilated convolutions; this problem is dilated"
+    if all(k == 1 for k in problem.kernel):
+        return "a 1x1 kernel leaves Winograd nothing to transform (it is a plain matrix product)"
+    if problem.kernel[0] != problem.kernel[1]:
+        return f"F(m x m, r x r) needs a square kernel; this one is {problem.kernel[0]}x{problem.kernel[1]}"
+    return ""
+
+
+def _tiles(x, t: Transform, out_h: int, out_w: int):
+    """The alpha x alpha input tiles of ``x`` (N, C, H, W, already padded in front), stepping by m:
+    (N, C, tiles_h, tiles_w, alpha, alpha); zeros past the end, where a partial tile reads nothing."""
+    import torch.nn.functional as F
+
+    th, tw = -(-out_h // t.m), -(-out_w // t.m)
+    need_h, need_w = th * t.m + t.r - 1, tw * t.m + t.r - 1
+    x = F.pad(x, (0, need_w - x.shape[3], 0, need_h - x.shape[2]))
+    return x.unfold(2, t.alpha, t.m).unfold(3, t.alpha, t.m)
+
+
+class Bilinear(NamedTuple):
+    """Every direction of F(m, r) is one form: ``out[g, i, j] = T3 [sum_s (T1 L[g,i,s] T1^T) .
+    (T2 R[g,j,s] T2^T)] T3^T`` over groups g. fprop: L the filters (i: output channel, s: input
+    channel), R the input tiles (j: image and tile), T1 = G, T2 = B^T, T3 = A^T. wgrad (the adjoint):
+    L the output-gradient tiles (i: output channel, s: image and tile), R the input tiles (j: input
+    channel), T1 = A, T2 = B^T, T3 = G^T. ``assemble`` turns out (G, I, J, o, o) into the result."""
+
+    left: Any    # (G, I, S, p, p)
+    right: Any   # (G, J, S, q, q)
+    t1: Any      # (alpha, p)
+    t2: Any      # (alpha, q)
+    t3: Any      # (o, alpha)
+    assemble: Any
+
+
+def evaluate(b: Bilinear):
+    """The form's value, each transform a product by its matrix, the sum over s one batched GEMM per
+    transform point."""
+    lt = b.t1 @ b.left @ b.t1.T
+    rt = b.t2 @ b.right @ b.t2.T
+    return b.assemble(b.t3 @ _point_sum(lt, rt) @ b.t3.T)
+
+
+def _point_sum(lt, rt):
+    """sum_s lt[g, i, s] . rt[g, j, s] -> (G, I, J, a, a)."""
+    g, i, s, a = lt.shape[:3] + (lt.shape[-1],)
+    j = rt.shape[1]
+    left = lt.permute(3, 4, 0, 1, 2).reshape(a * a, g, i, s)
+    right = rt.permute(3, 4, 0, 2, 1).reshape(a * a, g, s, j)
+    return (left @ right).reshape(a, a, g, i, j).permute(2, 3, 4, 0, 1)
+
+
+def _forward_form(x, w, pad, t: Transform, groups: int, mats) -> Bilinear:
+    """Cross-correlation of x (N, C, H, W) with w (K, Cg, r, r), padding ``pad`` = (top, bottom,
+    left, right) (negative: crop), as F(m, r) with ``mats`` = (A^T, G, B^T)."""
+    import torch.nn.functional as F
+
+    at, g, bt = mats
+    x = F.pad(x, (pad[2], pad[3], pad[0], pad[1]))
+    out_h, out_w = x.shape[2] - t.r + 1, x.shape[3] - t.r + 1
+    tiles = _tiles(x, t, out_h, out_w)  # (N, C, th, tw, a, a)
+    n, c, th, tw = tiles.shape[:4]
+    k, cg = w.shape[:2]
+    right = tiles.reshape(n, groups, cg, th, tw, t.alpha, t.alpha).permute(1, 0, 3, 4, 2, 5, 6)
+    right = right.reshape(groups, n * th * tw, cg, t.alpha, t.alpha)
+    left = w.reshape(groups, k // groups, cg, t.r, t.r)
+
+    def assemble(out):  # (G, Kg, N*th*tw, m, m) -> (N, K, OH, OW)
+        y = out.reshape(k, n, th, tw, t.m, t.m).permute(1, 0, 2, 4, 3, 5).reshape(n, k, th * t.m, tw * t.m)
+        return y[:, :, :out_h, :out_w]
+
+    return Bilinear(left, right, g, bt, at, assemble)
+
+
+def _transposed_weight(w, groups: int):
+    """The weight of dgrad's correlation: each group's channels swapped, the taps reversed."""
+    k, cg = w.shape[:2]
+    kg = k // groups
+    w = w.reshape(groups, kg, cg, *w.shape[2:]).transpose(1, 2).reshape(groups * cg, kg, *w.shape[2:])
+    return w.flip(dims=(2, 3))
+
+
+def _weight_grad_form(x, dy, pad, t: Transform, groups: int, mats) -> Bilinear:
+    """dW[k, c] = sum_n corr(x_pad[n, c], dy[n, k]) by the adjoint of F(m, r): per tile,
+    ``G^T [(A dY A^T) . (B^T d B)] G``, summed over images and tiles."""
+    import torch.nn.functional as F
+
+    at, g, bt = mats
+    x = F.pad(x, (pad[2], pad[3], pad[0], pad[1]))
+    out_h, out_w = dy.shape[2], dy.shape[3]
+    tiles = _tiles(x, t, out_h, out_w)  # (N, C, th, tw, a, a)
+    n, c, th, tw = tiles.shape[:4]
+    k = dy.shape[1]
+    cg, kg = c // groups, k // groups
+    dy = F.pad(dy, (0, tw * t.m - out_w, 0, th * t.m - out_h))
+    dyt = dy.unfold(2, t.m, t.m).unfold(3, t.m, t.m)  # (N, K, th, tw, m, m)
+    left = dyt.reshape(n, groups, kg, th, tw, t.m, t.m).permute(1, 2, 0, 3, 4, 5, 6)
+    left = left.reshape(groups, kg, n * th * tw, t.m, t.m)
+    right = tiles.reshape(n, groups, cg, th, tw, t.alpha, t.alpha).permute(1, 2, 0, 3, 4, 5, 6)
+    right = right.reshape(groups, cg, n * th * tw, t.alpha, t.alpha)
+
+    def assemble(out):  # (G, Kg, Cg, r, r) -> (K, Cg, r, r)
+        return out.reshape(k, cg, t.r, t.r)
+
+    return Bilinear(left, right, at.T, bt, g.T, assemble)
+
+
+def form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
+    """``problem``'s computation by ``t`` as a :class:`Bilinear` (operands already in their type)."""
+    if problem.mode == "conv" and w is not None:  # a true convolution: the kernel flipped
+        w = w.flip(dims=(2, 3))
+    pre, post = problem.pad_pre, problem.pad_post
+    if problem.direction == "fprop":
+        return _forward_form(x, w, (pre[0], post[0], pre[1], post[1]), t, problem.groups, mats)
+    if problem.direction == "dgrad":
+        r = t.r
+        pad = (r - 1 - pre[0], r - 1 - post[0], r - 1 - pre[1], r - 1 - post[1])
+        return _forward_form(dy, _transposed_weight(w, problem.groups), pad, t, problem.groups, mats)
+    b = _weight_grad_form(x, dy, (pre[0], post[0], pre[1], post[1]), t, problem.groups, mats)
+    if problem.mode == "conv":
+        return b._replace(assemble=lambda out, f=b.assemble: f(out).flip(dims=(2, 3)))
+    return b
+
+
+def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False):
+    """``problem``'s result (fprop: y; dgrad: dx; wgrad: dw) by Winograd ``t``, in ``compute``
+    (a torch dtype; float32 by default), returned in that type. ``absolute``: every matrix and
+    operand replaced by its magnitude (the bound's magnitudes, :func:`magnitude`). Channels-last
+    operands are accepted (the values are what count); the result is contiguous NCHW."""
+    import torch
+
+    _refuse(problem, t)
+    compute = compute or torch.float32
+    mats = t.tensors(compute, (x if x is not None else w).device, absolute)
+
+    def prep(a):
+        if a is None:
+            return None
+        a = a.to(compute).contiguous()
+        return a.abs() if absolute else a
+
+    return evaluate(form(problem, prep(x), prep(w), prep(dy), t, mats))
+
+
+def _refuse(problem, t: Transform) -> None:
+    why = applies(problem)
+    if why:
+        raise ValueError(why)
+    if problem.kernel[0] != t.r:
+        raise ValueError(f"{t.describe()} computes {t.r}x{t.r} kernels; this problem's is "
+                         f"{problem.kernel[0]}x{problem.kernel[1]}")
+
+
+def magnitude(problem, x, w, dy, t: Transform):
+    """Per output, what the Winograd bound is made of (docs/DESIGN.md 3e): the same computation with
+    every matrix entry and operand replaced by its magnitude, in float64:
+    fprop ``|A^T| [sum_c (|G||g_c||G^T|) . (|B^T||d_c||B|)] |A|`` per tile; dgrad the same on dy and
+    the transposed weight; wgrad ``|G^T| [sum (|A||dY||A^T|) . (|B^T||d||B|)] |G|``. It is at least
+    conv(|x|, |w|) everywhere (each product x*w is reached along paths whose weights sum to 1)."""
+    import torch
+
+    return conv(problem, x, w, dy, t, torch.float64, absolute=True)
+
+
+def path_roundings(problem, t: Transform) -> int:
+    """K, the most roundings along one path from a product x*w to an output, in fp32 with every transform
+    evaluated as a product by its matrix (docs/DESIGN.md 3e): a dot product of L terms rounds each term
+    at most L times (its product and L - 1 adds), once more where the matrix's entry is not exact; the
+    two sides of each 2-D transform; one rounding of the pointwise product; the sum over channels (or,
+    in wgrad, over images and tiles)."""
+    exact_at, exact_g, exact_bt = t.exact_in_fp32()
+    a = t.alpha
+    cg, kg = problem.ic // problem.groups, problem.oc // problem.groups
+    tiles = math.prod(-(-o // t.m) for o in problem.output)
+    if problem.direction == "wgrad":  # A dY A^T (m terms), ..., G^T M G (alpha terms)
+        first, last, depth = 2 * (t.m + (not exact_at)), 2 * (a + (not exact_g)), problem.mb * tiles
+    else:  # G g G^T (r terms), ..., A^T M A (alpha terms)
+        first, last, depth = 2 * (t.r + (not exact_g)), 2 * (a + (not exact_at)), cg if problem.direction == "fprop" else kg
+    return first + 2 * (a + (not exact_bt)) + 1 + max(depth - 1, 0) + last
+
+
+def fft_conv(problem, x, w, dy, compute=None):
+    """``problem``'s result by the FFT (torch.fft, complex64 for a float32 ``compute``): each map and
+    kernel zero-padded to the padded input's size, transformed, multiplied pointwise and summed over
+    the group's channels in the frequency domain, transformed back; the circular wrap-around falls
+    outside the outputs kept. Same reach as Winograd here (2-D, stride 1, undilated; any kernel size)."""
+    import torch
+    import torch.nn.functional as F
+
+    why = applies(problem)
+    if why and "square kernel" not in why:
+        raise ValueError(why.replace("Winograd", "the FFT convolution"))
+    compute = compute or torch.float32
+    x, w, dy = (None if a is None else a.to(compute).contiguous() for a in (x, w, dy))
+    if problem.mode == "conv" and w is not None:
+        w = w.flip(dims=(2, 3))
+    pre, post, groups = problem.pad_pre, problem.pad_post, problem.groups
+
+    def correlate(inp, ker, pad):
+        """sum_c corr(inp[n, c], ker[k, c]) per group, inp padded by pad = (top, bottom, left, right)."""
+        inp = F.pad(inp, (pad[2], pad[3], pad[0], pad[1]))
+        size = inp.shape[2:]
+        out = (size[0] - ker.shape[2] + 1, size[1] - ker.shape[3] + 1)
+        fi = torch.fft.rfft2(inp, s=size)
+        fk = torch.fft.rfft2(ker, s=size).conj()  # correlation: the kernel's spectrum conjugated
+        n, c = fi.shape[:2]
+        k = fk.shape[0]
+        fi = fi.reshape(n, groups, c // groups, *fi.shape[2:])
+        fk = fk.reshape(groups, k // groups, c // groups, *fk.shape[2:])
+        prod = torch.einsum("ngchw,gkchw->ngkhw", fi, fk).reshape(n, k, *fi.shape[3:])
+        return torch.fft.irfft2(prod, s=size)[:, :, :out[0], :out[1]]
+
+    if problem.direction == "fprop":
+        return correlate(x, w, (pre[0], post[0], pre[1], post[1]))
+    r = problem.kernel
+    if problem.direction == "dgrad":
+        pad = (r[0] - 1 - pre[0], r[0] - 1 - post[0], r[1] - 1 - pre[1], r[1] - 1 - post[1])
+        return correlate(dy, _transposed_weight(w, groups), pad)
+    # wgrad: dW[k, c] = sum_n corr(x_pad[n, c], dy[n, k]): images are the summed channels
+    xp = F.pad(x, (pre[1], post[1], pre[0], post[0]))
+    n, c = xp.shape[:2]
+    k = dy.shape[1]
+    cg, kg = c // groups, k // groups
+    size = xp.shape[2:]
+    fx = torch.fft.rfft2(xp, s=size).reshape(n, groups, cg, size[0], -1)
+    fd = torch.fft.rfft2(dy, s=size).conj().reshape(n, groups, kg, size[0], -1)
+    prod = torch.einsum("ngchw,ngkhw->gkchw", fx, fd).reshape(k, cg, size[0], -1)
+    dw = torch.fft.irfft2(prod, s=size)[:, :, :r[0], :r[1]]
+    return dw.flip(dims=(2, 3)) if problem.mode == "conv" else dw
+
+
+#: Every fp32 rounding of convcheck's random data has an error variance of at most c^2/2, c the
+#: half-ulp of the result's binade: the worst case discards one random bit (an add of two values of
+#: one binade, a product by a coefficient of few bits), errors 0 and +-c with probability 1/2, 1/4,
+#: 1/4, a strictly sub-Gaussian law (its moment generating function is cosh(ct/2)^2 <= e^{c^2 t^2/4});
+#: more discarded bits come nearer the uniform law's c^2/3.
+ROUNDING_PROXY = 0.5
+#: How many float64 elements one chunk of the energy's largest intermediates may hold.
+CHUNK_ELEMENTS = 2 ** 24
+
+
+def _c2(v):
+    """The squared half-ulp of fp32 at |v| (convcheck.rounding.half_ulp), float64."""
+    from .rounding import BINADE_SLACK, half_ulp
+
+    c = half_ulp(v.abs() * (1.0 + BINADE_SLACK), "fp32")
+    return c * c
+
+
+def _is_power_of_two(v: float) -> bool:
+    return v != 0 and math.frexp(abs(v))[0] == 0.5
+
+
+def _dot_energy(t, x):
+    """Per entry of ``t @ x`` (t: (a, L) exact coefficients, x: (..., L, cols)), the squared half-ulps
+    of what an fp32 evaluation rounds: each product by a coefficient that is not a power of two, and
+    each running sum after the first live term, the larger over the natural and the reversed order of
+    the terms. (..., a, cols)."""
+    import torch
+
+    live = t != 0
+    prod = live & torch.tensor([[not _is_power_of_two(float(v)) for v in row] for row in t.tolist()],
+                               dtype=torch.bool, device=t.device)
+    terms = t[:, :, None] * x.unsqueeze(-3)  # (..., a, L, cols)
+    energy = (_c2(terms) * prod[:, :, None]).sum(-2)
+    best = None
+    for backwards in (False, True):
+        tt, lv = (terms.flip(-2), live.flip(-1)) if backwards else (terms, live)
+        adds = lv & (lv.cumsum(-1) > 1)  # a live term after the first live one is an add
+        e = (_c2(tt.cumsum(-2)) * adds[:, :, None]).sum(-2)
+        best = e if best is None else torch.maximum(best, e)
+    return energy + best
+
+
+def _right_energy(t, x):
+    """:func:`_dot_energy` for the entries of ``x @ t^T``."""
+    return _dot_energy(t, x.transpose(-1, -2)).transpose(-1, -2)
+
+
+def _sum_energy(lt, rt):
+    """The sum over s of lt[g,i,s] . rt[g,j,s] (G, I, J, a, a): squared half-ulps of its running sums
+    after the first live term, the larger of the natural and the reversed order, plus its products'
+    squared bounds u^2*lt^2*rt^2."""
+    import torch
+
+    g, i, s, a = lt.shape[:3] + (lt.shape[-1],)
+    j = rt.shape[1]
+    out = lt.new_zeros((g, i, j, a, a))
+    step = max(1, CHUNK_ELEMENTS // max(1, g * i * s * a * a))
+    for j0 in range(0, j, step):
+        p = lt[:, :, None] * rt[:, None, j0:j0 + step]  # (G, I, J', S, a, a)
+        best = None
+        for backwards in (False, True):
+            pp = p.flip(3) if backwards else p
+            lv = pp != 0
+            adds = lv & (lv.cumsum(3) > 1)
+            e = (_c2(pp.cumsum(3)) * adds).sum(3)
+            best = e if best is None else torch.maximum(best, e)
+        out[:, :, j0:j0 + step] = best
+    u2 = 2.0 ** -48
+    return out + u2 * _point_sum(lt * lt, rt * rt)
+
+
+def _first_pass(energy_left, other, t_this, t3, j_side: bool):
+    """What a first-pass transform's roundings (``energy_left``: (G, X, S, a, l), rows transformed first)
+    reach an output with, summed: sum_{s,l} Q^2 * energy, Q the sum over b of the other operand's
+    transformed tile (``other``: (G, Y, S, a, a)) times this side's second-pass matrix and the output
+    transform's column; then the output transform's row squared. Returns (G, I, J, o, o)."""
+    import torch
+
+    q = torch.einsum("gysab,bl,ob->gysalo", other, t_this, t3)  # (G, Y, S, a, l, o)
+    x = torch.einsum("gysalo,gxsal->gxyao", q * q, energy_left)  # (G, X, Y, a, o)
+    out = torch.einsum("pa,gxyao->gxypo", t3 * t3, x)  # (G, X, Y, o1, o2)
+    return out.transpose(1, 2) if j_side else out
+
+
+def rounding_energy(b: Bilinear):
+    """Per output, sum over every rounding of an fp32 evaluation of ``b`` (exact float64 operands and
+    matrices) of ``(its bound c * its coefficient in the output)^2``, to first order (docs/DESIGN.md
+    3e): what Higham & Mary's probabilistic bound ``lam*sqrt(ROUNDING_PROXY*energy)`` is made of. Each
+    2-D transform is taken both ways (rows first, columns first; the larger), as an implementation may
+    do either. Float64; about as much work as a few float64 Winograd evaluations."""
+    import torch
+
+    t1, t2, t3 = b.t1, b.t2, b.t3
+    q3 = t3 * t3
+
+    def side(x, t):
+        """(transformed tile, second-pass energy (max over orders), first-pass energies per order)."""
+        rows = t @ x                      # order A: t @ x first, then @ t^T
+        cols = x @ t.T                    # order B: x @ t^T first, then t @ .
+        full = rows @ t.T
+        first_a = _dot_energy(t, x)       # entries of rows: (.., a, l)
+        first_b = _right_energy(t, x)     # entries of cols: (.., l, a)
+        second = torch.maximum(_right_energy(t, rows), _dot_energy(t, cols))
+        return full, second, first_a, first_b
+
+    lt, e_lt, e_l1a, e_l1b = side(b.left, t1)
+    rt, e_rt, e_r1a, e_r1b = side(b.right, t2)
+    m = _point_sum(lt, rt)
+    inner = _sum_energy(lt, rt) + _point_sum(e_lt, rt * rt) + _point_sum(lt * lt, e_rt)
+    total = q3 @ inner @ q3.T
+    # first passes, each order; the b-side order is the a-side one transposed
+    left_a = _first_pass(e_l1a, rt, t1, t3, j_side=False)
+    left_b = _first_pass(e_l1b.transpose(-1, -2), rt.transpose(-1, -2), t1, t3, j_side=False).transpose(-1, -2)
+    right_a = _first_pass(e_r1a, lt, t2, t3, j_side=True)
+    right_b = _first_pass(e_r1b.transpose(-1, -2), lt.transpose(-1, -2), t2, t3, j_side=True).transpose(-1, -2)
+    total = total + torch.maximum(left_a, left_b) + torch.maximum(right_a, right_b)
+    # the output transform
+    z_rows, z_cols = t3 @ m, m @ t3.T
+    out_a = _right_energy(t3, z_rows) + _dot_energy(t3, m) @ q3.T
+    out_b = _dot_energy(t3, z_cols) + q3 @ _right_energy(t3, m)
+    return b.assemble(total + torch.maximum(out_a, out_b))
+
+
+def coefficient_error(problem, x, w, dy, t: Transform):
+    """Per output, what rounding the transforms' entries to fp32 (nearest) changes, exactly, to first
+    order and beyond: the same form in float64 with the fp32 matrices, less the exact one. The same
+    perturbation in every tile, so it is added whole, not as a random term."""
+    import torch
+
+    exact = conv(problem, x, w, dy, t, torch.float64)
+    mats = tuple(m.to(torch.float32).to(torch.float64) for m in t.tensors())
+    ops = [None if a is None else a.to(torch.float64).contiguous() for a in (x, w, dy)]
+    return (evaluate(form(problem, *ops, t, mats)) - exact).abs()

@@ -1,0 +1,111 @@
+"""Bugs planted in a Winograd implementation (``--plant winograd-...``): each computes the problem
+by F(4x4,3x3) with Lavin's points in fp32 (:mod:`convcheck.winograd`), wrong in one way a kernel
+author meets, and is judged by that algorithm's bound (the plant declares it, as your function would).
+
+Tile bugs touch the last tile of every map (the bottom-right one; in wgrad the last tile of every
+image in the sum): a kernel's edges are where tiles go wrong, and a layer list whose maps divide by
+the tile never shows a partial one, so these are planted on whatever the last tile is.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import winograd
+
+#: The algorithm every plant here computes by (what the check is told it computes by).
+ALGORITHM = "winograd:4:lavin"
+
+BUGS = {
+    "winograd-coefficient": "Winograd F(4x4,3x3) with 1/6 in G written 0.1667",
+    "winograd-coefficient-subtle": "Winograd F(4x4,3x3) with 1/6 in G written 0.16667",
+    "winograd-dropped-tile": "Winograd F(4x4,3x3) leaving out the last tile of every map (wgrad: of every image)",
+    "winograd-duplicated-tile": "Winograd F(4x4,3x3) computing the last tile from the tile before it",
+    "winograd-border-tile": "Winograd F(4x4,3x3) reading the last tile column's inputs one column to the right",
+}
+_WRITTEN = {"winograd-coefficient": 0.1667, "winograd-coefficient-subtle": 0.16667}
+
+
+def transform() -> winograd.Transform:
+    return winograd.published(4, 3, "lavin")
+
+
+def applies(bug: str, problem) -> str | None:
+    """None if ``bug`` changes ``problem``'s answer (the tile bugs need two tiles across), else why not."""
+    why = winograd.applies(problem)
+    if why:
+        return why
+    if problem.kernel[0] != 3:
+        return f"F(4x4,3x3) computes 3x3 kernels; this one is {problem.kernel[0]}x{problem.kernel[1]}"
+    if bug in ("winograd-duplicated-tile", "winograd-border-tile"):
+        across = problem.input[1] if problem.direction == "dgrad" else problem.output[1]
+        if -(-across // 4) < 2:
+            return "the map is one tile wide"
+    return None
+
+
+def _matrices(bug: str):
+    """(A^T, G, B^T) in fp32, G's 1/6 entries written as the bug writes them."""
+    import torch
+
+    t = transform()
+    at, g, bt = t.matrices
+    written = _WRITTEN.get(bug)
+    g = [[(written if x == Fraction(1, 6) else -written if x == Fraction(-1, 6) else float(x)) if written else float(x)
+          for x in row] for row in g]
+    as_tensor = lambda m: torch.tensor([[float(x) for x in row] for row in m], dtype=torch.float32)  # noqa: E731
+    return as_tensor(at), torch.tensor(g, dtype=torch.float32), as_tensor(bt)
+
+
+def compute(bug: str, problem, inputs):
+    """``problem``'s result with ``bug``, in the problem's tensor type (a torch tensor)."""
+    import torch
+
+    from . import dtypes
+
+    t = transform()
+    ops = [None if getattr(inputs, k) is None else torch.as_tensor(getattr(inputs, k)).to(torch.float32).contiguous()
+           for k in ("x", "w", "dy")]
+    b = winograd.form(problem, *ops, t, _matrices(bug))
+    if bug in ("winograd-dropped-tile", "winograd-duplicated-tile", "winograd-border-tile"):
+        b = _tile_bug(bug, problem, ops, t, b)
+    return winograd.evaluate(b).to(dtypes.torch_dtype(problem.dtype))
+
+
+def _tile_bug(bug: str, problem, ops, t, b):
+    """The form with its last tile of every map changed (the input tiles, and in wgrad the gradient's)."""
+    import torch
+
+    right = b.right.clone()  # fprop/dgrad: (G, N*th*tw, Cg, a, a); wgrad: (G, Cg, N*th*tw, a, a)
+    tiles_axis = 2 if problem.direction == "wgrad" else 1
+    across = problem.input[1] if problem.direction == "dgrad" else problem.output[1]
+    down = problem.input[0] if problem.direction == "dgrad" else problem.output[0]
+    th, tw = -(-down // t.m), -(-across // t.m)
+    n = right.shape[tiles_axis] // (th * tw)
+    last = torch.arange(n) * th * tw + th * tw - 1  # each map's bottom-right tile
+    left = b.left.clone()
+    if bug == "winograd-dropped-tile":
+        right.index_fill_(tiles_axis, last, 0.0)
+        if problem.direction == "wgrad":
+            left.index_fill_(2, last, 0.0)
+    elif bug == "winograd-duplicated-tile":
+        right.index_copy_(tiles_axis, last, right.index_select(tiles_axis, last - 1))
+        if problem.direction == "wgrad":
+            left.index_copy_(2, last, left.index_select(2, last - 1))
+    else:  # the border tiles read one column to the right: the whole form again on shifted inputs
+        shifted = _shifted(problem, ops)
+        moved = winograd.form(problem, *shifted, t, _matrices(bug)).right
+        column = torch.cat([torch.arange(n * th).reshape(n, th, 1) * tw + tw - 1]).reshape(-1)
+        right.index_copy_(tiles_axis, column, moved.index_select(tiles_axis, column))
+    return b._replace(left=left, right=right)
+
+
+def _shifted(problem, ops):
+    """The operand the input tiles are cut from (fprop, wgrad: x; dgrad: dy) moved one column left,
+    a zero column entering at the right."""
+    import torch.nn.functional as F
+
+    x, w, dy = ops
+    if problem.direction == "dgrad":
+        return x, w, F.pad(dy[..., 1:], (0, 1))
+    return F.pad(x[..., 1:], (0, 1)), w, dy

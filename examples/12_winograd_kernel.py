@@ -1,0 +1,117 @@
+"""Check a Winograd kernel: say how it computes, and it is judged by a bound derived for it.
+
+`conv2d` and `conv2d_input` below compute a 3x3, stride-1 convolution (and its input gradient)
+by Winograd's F(4x4,3x3) with Lavin's matrices, written out as the paper prints them, the way a
+kernel author writes them into a CUDA or Triton kernel. A Winograd kernel rounds differently from
+a direct sum (its transforms multiply by 1/6, 1/24, 8...), so the default check (the exact fill:
+every direct summation order gives the same bits) fails it, and says why:
+
+    convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d
+
+Declared, it is judged by the bound of its algorithm (docs/DESIGN.md 3e): per output, the exact
+effect of its coefficients' rounding plus lam*sqrt(the energy of every fp32 rounding it makes):
+
+    convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d --algorithm winograd:4
+
+That bound is sharp enough to see a coefficient written 0.16667 for 1/6 (`conv2d_rounded_sixth`),
+an error below what a bound that does not know the algorithm can see.
+
+Run:  python -m pytest examples/12_winograd_kernel.py -q
+ or:  python examples/12_winograd_kernel.py      (prints the cuDNN graph of one problem, then runs the tests)
+"""
+
+import functools
+import sys
+from pathlib import Path
+
+try:
+    import pytest
+except ImportError:  # the light install has no pytest: main() says so in one line
+    pytest = None
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from convcheck import check_conv_function  # noqa: E402
+
+# F(4x4,3x3), points 0, 1, -1, 2, -2 and infinity (Lavin & Gray, "Fast Algorithms for Convolutional
+# Neural Networks", 2016): Y = A^T [(G g G^T) . (B^T d B)] A per 6x6 input tile, 4x4 output tile.
+AT = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
+G = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+     [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+BT = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+      [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+M, R = 4, 3
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, sixth=None):
+    """torch.nn.functional.conv2d for 3x3 kernels, stride 1, by F(4x4,3x3) in fp32 (``sixth``: the
+    value written for 1/6 in G, a bug)."""
+    if stride not in (1, (1, 1)) or dilation not in (1, (1, 1)) or groups != 1 or tuple(weight.shape[2:]) != (R, R):
+        raise NotImplementedError("this kernel computes 3x3, stride 1, undilated, ungrouped convolutions")
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    g = torch.tensor(G, dtype=torch.float32)
+    if sixth is not None:
+        g = torch.where(g.abs() == torch.tensor(1 / 6, dtype=torch.float32), g.sign() * sixth, g)
+    at, bt = torch.tensor(AT, dtype=torch.float32), torch.tensor(BT, dtype=torch.float32)
+    x = F.pad(input.float(), (pw, pw, ph, ph))
+    n, c, h, w = x.shape
+    oh, ow = h - R + 1, w - R + 1
+    th, tw = -(-oh // M), -(-ow // M)
+    x = F.pad(x, (0, tw * M + R - 1 - w, 0, th * M + R - 1 - h))  # whole tiles; a partial one reads zeros
+    d = x.unfold(2, M + R - 1, M).unfold(3, M + R - 1, M)        # (N, C, th, tw, 6, 6)
+    v = bt @ d @ bt.T                                             # input transform, per tile
+    u = g @ weight.float() @ g.T                                  # filter transform: (K, C, 6, 6)
+    mprod = torch.einsum("kcij,nctsij->nktsij", u, v)             # pointwise products, summed over channels
+    y = at @ mprod @ at.T                                         # output transform: (N, K, th, tw, 4, 4)
+    y = y.permute(0, 1, 2, 4, 3, 5).reshape(n, -1, th * M, tw * M)[:, :, :oh, :ow]
+    return y.to(input.dtype)
+
+
+def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1, sixth=None):
+    """torch.nn.grad.conv2d_input by the same kernel: the correlation of the output gradient with the
+    kernel reversed and its channels swapped, padded by 2 - padding."""
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    flipped = weight.flip(dims=(2, 3)).transpose(0, 1)
+    dx = conv2d(grad_output, flipped, padding=(R - 1 - ph, R - 1 - pw), sixth=sixth)
+    return dx[:, :, :input_size[2], :input_size[3]]
+
+
+conv2d_rounded_sixth = functools.partial(conv2d, sixth=0.16667)
+WINOGRAD_LAYERS = ['mb2ic32ih16oc32oh16kh3ph1n"16x16: whole tiles"', 'mb1ic16ih15oc24oh15kh3ph1n"15x15: partial tiles"']
+
+
+def test_undeclared_it_fails_the_exact_check_and_is_told_why():
+    recs = check_conv_function(conv2d, WINOGRAD_LAYERS[:1])
+    assert recs[0]["status"] == "failed" and "--algorithm winograd:M" in recs[0]["message"]
+
+
+def test_declared_it_passes_in_both_directions():
+    recs = check_conv_function({"fprop": conv2d, "dgrad": conv2d_input}, WINOGRAD_LAYERS,
+                               directions=("fprop", "dgrad"), algorithm="winograd:4:lavin")
+    assert {r["status"] for r in recs} == {"passed"}, [(r["problem"], r["bound_ratio"]) for r in recs]
+
+
+def test_a_sixth_written_0_16667_fails():
+    recs = check_conv_function(conv2d_rounded_sixth, WINOGRAD_LAYERS, algorithm="winograd:4:lavin")
+    assert {r["status"] for r in recs} == {"failed"}
+
+
+def main() -> int:
+    from convcheck import parse_descriptor
+
+    problem = parse_descriptor("mb2ic64ih28oc64oh28kh3ph1")
+    print(f"problem: {problem} (one of the problems checked with algorithm='winograd:4:lavin')")
+    from convcheck.backends.cudnn_graph import graph_text_or_why
+
+    print("what cuDNN would be asked, as a graph:\n" + graph_text_or_why(problem))
+    if pytest is None:
+        print("the tests of this example run under pytest, which is not installed "
+              "(pip install pytest, or bash scripts/setup.sh --tests)", file=sys.stderr)
+        return 3
+    return pytest.main([__file__, "-q", "-p", "no:cacheprovider"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""A Winograd implementation judged by the bound derived for it (convcheck/fast_bound.py,
+convcheck/winograd.py rounding_energy, docs/DESIGN.md 3e): correct ones pass with a visible margin,
+the planted Winograd bugs fail, and the declaration is an option a user can get wrong in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from convcheck import check_conv_function, winograd
+from convcheck.backends import torch_conv
+from convcheck.bound import lambda_for
+from convcheck.check import run_check
+from convcheck.errors import BadInput
+from convcheck.fast_bound import parse_algorithm
+from convcheck.plant import applies
+from convcheck.problem import parse_descriptor
+from convcheck.winograd_plants import BUGS as PLANTS
+
+REPO = Path(__file__).resolve().parents[1]
+IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
+EXAMPLE = REPO / "examples" / "12_winograd_kernel.py"
+TRANSFORMS = [t for m in (2, 4, 6) for t in winograd.every_published(m)]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_rounding_energy_covers_every_published_transform_and_is_sharp(direction):
+    """fp32 Winograd on convcheck's random fill, every published point set: the error over
+    sqrt(proxy * energy) has RMS at most 1 (the model's variance covers the real one; measured 0.64-0.71),
+    and the largest error/allowed is below 1 but above 0.2 (measured 0.33-0.48): the allowance is a few
+    times the error, not the hundreds of times of the worst case over the transforms."""
+    p = parse_descriptor("mb2ic16ih14oc16oh14kh3ph1").with_(direction=direction)
+    g = torch.Generator().manual_seed(0)
+    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64).mul(2).sub(1).float().double()
+                for s in (p.x_shape, p.w_shape, p.y_shape))
+    ref = torch_conv.compute(p, x, w, dy)[0]
+    lam = lambda_for(4 * ref.numel(), 1e-6)
+    for t in TRANSFORMS:
+        ours = winograd.conv(p, x.float(), w.float(), dy.float(), t).double()
+        energy = winograd.rounding_energy(winograd.form(p, x, w, dy, t, t.tensors()))
+        allowed = winograd.coefficient_error(p, x, w, dy, t) + lam * (winograd.ROUNDING_PROXY * energy).sqrt()
+        z = (ours - ref) / (winograd.ROUNDING_PROXY * energy).sqrt()
+        assert float(z.pow(2).mean().sqrt()) <= 1.0, t.describe()
+        assert 0.2 < float(((ours - ref).abs() / allowed).max()) < 1.0, t.describe()
+
+
+def test_declared_winograd_passes_and_undeclared_is_told_how_to_declare():
+    p = parse_descriptor("mb2ic16ih15oc24oh15kh3ph1")
+    plain = run_check(p, backend=f"{IMPLS}:f4_lavin_fprop", reference="numpy", device="cpu")
+    assert plain.status == "failed" and plain.bound == "exact"
+    assert "--algorithm winograd:M" in plain.message
+    for name, (m, who) in (("f2_lavin", (2, "lavin")), ("f6_lavin", (6, "lavin")), ("f4_onednn", (4, "onednn"))):
+        for direction in ("fprop", "dgrad", "wgrad"):
+            r = run_check(p.with_(direction=direction), backend=f"{IMPLS}:{name}_{direction}", reference="numpy",
+                          device="cpu", algorithm=f"winograd:{m}:{who}")
+            assert r.status == "passed", (name, direction, r.comparison.max_ratio)
+            assert r.record()["algorithm"] == f"winograd:{m}:{who}" and r.comparison.bound == "winograd"
+    # without points: the larger allowance over the published sets for the tile
+    r = run_check(p, backend=f"{IMPLS}:f4_onednn_fprop", reference="numpy", device="cpu", algorithm="winograd:4")
+    assert r.status == "passed" and len(r.comparison.bound_params["transforms"]) == 2
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTS))
+def test_each_planted_winograd_bug_fails_where_it_changes_the_answer(bug):
+    for direction in ("fprop", "dgrad", "wgrad"):
+        for dtype in ("fp32", "fp16"):
+            p = parse_descriptor("mb2ic16ih15oc24oh15kh3ph1").with_(direction=direction, dtype=dtype)
+            r = run_check(p, backend="torch", reference="numpy", device="cpu", plant=bug)
+            assert r.status == "failed", (direction, dtype, r.comparison.max_ratio)
+            assert r.record()["algorithm"] == "winograd:4:lavin"
+
+
+def test_what_a_winograd_plant_cannot_change_is_said():
+    assert "stride 1" in applies("winograd-coefficient", parse_descriptor("mb1ic4ih9oc4oh5kh3sh2ph1"))
+    assert "1x1 kernel" in applies("winograd-coefficient", parse_descriptor("mb1ic4ih9oc4oh9kh1ph0"))
+    assert "3x3 kernels" in applies("winograd-coefficient", parse_descriptor("mb1ic4ih9oc4oh9kh5ph2"))
+    assert "one tile wide" in applies("winograd-border-tile", parse_descriptor("mb1ic4ih4oc4oh4kh3ph1"))
+
+
+def test_an_algorithm_a_problem_or_backend_cannot_take_is_one_line_exit_2():
+    for args, says in (
+        (["--algorithm", "winograd"], "unknown algorithm"),
+        (["--algorithm", "winograd:4:bob"], "no published points named 'bob'"),
+        (["--algorithm", "winograd:4:0,1"], "needs 5 finite points"),
+        (["--algorithm", "winograd:4:0,x"], "must be numbers"),
+        (["--algorithm", "winograd:4", "--stride", "2"], "stride"),
+        (["--algorithm", "winograd:4", "--bound", "elementwise"], "leave --bound at auto"),
+    ):
+        desc = "mb1ic8ih9oc8oh9kh3ph1"
+        backend = f"{IMPLS}:f4_lavin_fprop"
+        if "--stride" in args:
+            desc, args = "mb1ic8ih9oc8oh5kh3sh2ph1", args[:2]
+        done = _cli("check", desc, "--backend", backend, *args)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    done = _cli("check", "mb1ic8ih9oc8oh9kh3ph1", "--backend", "torch", "--algorithm", "winograd:4")
+    assert done.returncode == 2 and "your function" in done.stderr
+
+
+def test_a_function_check_leaves_what_winograd_cannot_compute_unsupported_and_rerun_repeats_it(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("example_winograd", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    recs = check_conv_function(example.conv2d, ["mb1ic8ih9oc8oh9kh3ph1", "mb1ic8ih9oc8oh9kh1ph0"],
+                               algorithm="winograd:4:lavin")
+    assert [r["status"] for r in recs] == ["passed", "unsupported"]
+    assert "1x1 kernel" in recs[1]["message"]
+    with pytest.raises(BadInput, match="unknown algorithm"):
+        check_conv_function(example.conv2d, ["mb1ic8ih9oc8oh9kh3ph1"], algorithm="fft2")
+    from convcheck.rerun import rerun
+
+    again = rerun(recs[0])
+    assert again.status == "passed" and again.algorithm == "winograd:4:lavin"
+    sweep = tmp_path / "w.jsonl"
+    sweep.write_text(json.dumps(recs[0]) + "\n")
+    done = _cli("repro", str(sweep), "--index", "1", "--out", str(tmp_path / "r.py"))
+    assert done.returncode == 2 and "Winograd bound" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_parse_algorithm():
+    assert parse_algorithm(None) is None and parse_algorithm("direct") is None
+    a = parse_algorithm("winograd:4:0,1,-1,1/2,-1/2")
+    assert a.m == 4 and a.points[3] == 0.5 and a.text == "winograd:4:0,1,-1,1/2,-1/2"
+    assert parse_algorithm("winograd:6").who is None and parse_algorithm("winograd:4:onednn").who == "onednn"

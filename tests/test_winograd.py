@@ -1,0 +1,116 @@
+"""Winograd's transforms and the fast-algorithm convolutions built on them (convcheck/winograd.py),
+checked against the direct float64 convolution: the implementations the fast-algorithm bounds are
+measured on must themselves be right (issue 29)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+import torch
+
+from convcheck import winograd as W
+from convcheck.backends import torch_conv
+from convcheck.bound import gamma
+from convcheck.problem import parse_descriptor
+
+TRANSFORMS = [t for m in (2, 4, 6) for t in W.every_published(m)]
+PROBLEMS = ["mb2ic8ih13iw11oc6oh13ow11kh3kw3ph1pw1",  # partial border tiles for every m
+            "g2mb2ic8ih10oc6oh8kh3ph0",               # groups, no padding
+            "mb3ic4ih9oc5oh10kh3ph2",                 # asymmetric padding (back 1)
+            ]
+
+
+def _operands(p, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.rand(s, generator=g, dtype=torch.float64).mul(2).sub(1).to(dtype) for s in (p.x_shape, p.w_shape, p.y_shape))
+
+
+def test_lavins_f2_3_matrices_up_to_the_sign_of_the_point_zero():
+    """wincnn's F(2,3) for the points 0, 1, -1: this construction gives the same A^T and, with the
+    first row of G and of B^T negated (the Lagrange denominator of 0 is -1), the same G and B^T."""
+    at, g, bt = W.published(2).matrices
+    f = Fraction
+    assert at == [[1, 1, 1, 0], [0, 1, -1, 1]]
+    assert [[-x for x in g[0]]] + g[1:] == [[1, 0, 0], [f(1, 2), f(1, 2), f(1, 2)], [f(1, 2), f(-1, 2), f(1, 2)], [0, 0, 1]]
+    assert [[-x for x in bt[0]]] + bt[1:] == [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, -1, 0, 1]]
+
+
+@pytest.mark.parametrize("t", TRANSFORMS, ids=lambda t: f"F{t.m}-{t.name}")
+def test_each_published_transform_computes_the_correlation_exactly(t):
+    """In exact rational arithmetic: A^T [(G g) . (B^T d)] is the m-output correlation of d with g."""
+    at, g, bt = t.matrices
+    d = [Fraction(3 * i + 1, 7) for i in range(t.alpha)]
+    k = [Fraction(2 - i, 5) for i in range(t.r)]
+    gg = [sum(g[a][j] * k[j] for j in range(t.r)) for a in range(t.alpha)]
+    bd = [sum(bt[a][j] * d[j] for j in range(t.alpha)) for a in range(t.alpha)]
+    y = [sum(at[i][a] * gg[a] * bd[a] for a in range(t.alpha)) for i in range(t.m)]
+    assert y == [sum(d[i + j] * k[j] for j in range(t.r)) for i in range(t.m)]
+
+
+def test_which_coefficients_fp32_rounds():
+    assert W.published(2).exact_in_fp32() == (True, True, True)
+    assert W.published(4).exact_in_fp32() == (True, False, True)  # G holds 1/6, 1/12, 1/24
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("mode", ["xcorr", "conv"])
+@pytest.mark.parametrize("desc", PROBLEMS)
+def test_winograd_and_fft_in_float64_are_the_direct_convolution(desc, mode, direction):
+    """Every published F(m,3) and the FFT convolution, in float64, agree with the direct float64
+    convolution to float64's rounding, in every direction, both modes, with groups, partial border tiles
+    and asymmetric padding; the Winograd magnitudes are at least conv(|x|,|w|)."""
+    p = parse_descriptor(desc).with_(direction=direction, mode=mode)
+    x, w, dy = _operands(p)
+    ref = torch_conv.compute(p, x, w, dy)[0]
+    a = torch_conv.compute(p, x.abs(), w.abs(), dy.abs())[0]
+    fft = W.fft_conv(p, x, w, dy, torch.float64)
+    assert fft.shape == ref.shape and float((fft - ref).abs().max()) < 1e-12 * float(a.max())
+    for t in TRANSFORMS:
+        ours = W.conv(p, x, w, dy, t, torch.float64)
+        mag = W.magnitude(p, x, w, dy, t)
+        assert ours.shape == ref.shape
+        assert float((ours - ref).abs().max()) < 1e-12 * float(mag.max()), t.describe()
+        assert bool((mag >= a * (1 - 1e-12)).all()), t.describe()
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_fp32_winograd_error_is_inside_the_worst_case_over_its_transforms(direction):
+    """The rigorous Winograd bound gamma_K * |A^T|[sum (|G||g||G^T|) . (|B^T||d||B|)]|A| holds for the
+    fp32 implementations, every published point set; on random data it is far from tight (the
+    transforms' magnitudes ignore their cancellation: docs/DESIGN.md 3e)."""
+    p = parse_descriptor("mb2ic16ih14oc16oh14kh3ph1").with_(direction=direction)
+    x, w, dy = _operands(p, seed=1, dtype=torch.float32)
+    ref = torch_conv.compute(p, x.double(), w.double(), dy.double())[0]
+    for t in TRANSFORMS:
+        err = (W.conv(p, x, w, dy, t).double() - ref).abs()
+        allowed = gamma(W.path_roundings(p, t), 2.0 ** -24) * W.magnitude(p, x, w, dy, t)
+        assert bool((err <= allowed).all()), t.describe()
+        assert float((err / allowed).max()) < 0.1
+
+
+def test_what_winograd_here_cannot_compute_is_said():
+    for desc, why in (("mb1ic4ih9oc4oh5kh3sh2ph1", "stride 1"), ("mb1ic4ih9oc4oh5kh3dh1ph0", "undilated"),
+                      ("mb1ic4iw9oc4ow9kw3pw1", "2-D"), ("mb1ic4ih9iw9oc4oh9ow7kh3kw5ph1pw1", "square kernel")):
+        p = parse_descriptor(desc)
+        assert why in W.applies(p)
+        with pytest.raises(ValueError, match=why):
+            W.conv(p, *_operands(p), W.published(2))
+    p = parse_descriptor("mb1ic4ih9oc4oh9kh5ph2")
+    with pytest.raises(ValueError, match="3x3 kernels"):
+        W.conv(p, *_operands(p), W.published(2))
+    with pytest.raises(ValueError, match="no published points for F.8,3."):
+        W.published(8)
+    with pytest.raises(ValueError, match="needs 5 finite points"):
+        W.Transform(4, 3, (Fraction(0), Fraction(1)))
+
+
+def test_path_roundings_count_the_transforms_and_the_channel_sum():
+    """F(2,3) fprop over 16 channels: G g G^T 2*3, B^T d B 2*4, the product 1, 15 adds, A^T M A 2*4;
+    F(4,3)'s G is inexact (two more)."""
+    p = parse_descriptor("mb2ic16ih14oc16oh14kh3ph1")
+    assert W.path_roundings(p, W.published(2)) == 6 + 8 + 1 + 15 + 8
+    assert W.path_roundings(p, W.published(4)) == 8 + 12 + 1 + 15 + 12
+    tiles = math.ceil(14 / 2) ** 2
+    assert W.path_roundings(p.with_(direction="wgrad"), W.published(2)) == 4 + 8 + 1 + 2 * tiles - 1 + 8
