@@ -65,9 +65,12 @@ COMMANDS = [
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --all-engines --out eng.jsonl", 3),
     ("convcheck graph mb2ic16ih14oc8oh14kh3ph1", 3),
     ("convcheck env", 0),
+    ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d --algorithm winograd:4", 0),
+    ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_rounded_sixth "
+     "--algorithm winograd:4", 1),
 ]
-#: Examples on the light install (README "Examples"): 08 and 11 are pytest files, 10 needs the frontend.
-EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3}
+#: Examples on the light install (README "Examples"): 08, 11 and 12 are pytest files, 10 needs the frontend.
+EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3, "12_winograd_kernel.py": 3}
 
 
 @pytest.fixture(scope="module")
