@@ -91,13 +91,14 @@ def main(argv=None) -> int:
                     left_out.append(f"{p.name} mb{mb} {direction} {dtype} ({macs:.2g} MACs)")
                     continue
                 key = (net, direction, dtype)
-                own = {}
+                own, cells = {}, []
                 for name, (m, who) in IMPLEMENTATIONS.items():
                     r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=f"winograd:{m}:{who}")
                     own[name] = e
                     rows[key]["correct"] += 1
                     ratio = r.comparison.max_ratio if r.comparison else float("inf")
                     worst[key + (name,)] = max(worst[key + (name,)], ratio)
+                    cells.append(f"{name} {r.status} {ratio:.2f}")
                     if r.status != "passed":
                         rows[key]["alarms"] += 1
                         alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
@@ -112,7 +113,9 @@ def main(argv=None) -> int:
                     rows[key]["caught"] += visible and r.status == "failed"
                     if visible and r.status != "failed":
                         missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({e / own['f4_lavin']:.3g}x)")
-                print(f"  {p.name} mb{mb} {direction} {dtype} done ({time.perf_counter() - start:.0f} s)",
+                    cells.append(f"{bug} {e / own['f4_lavin'] if own['f4_lavin'] else math.inf:.3g}x {r.status}")
+                # each problem's verdicts as it finishes: a run cut short keeps what it measured
+                print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                       file=sys.stderr, flush=True)
     names = list(IMPLEMENTATIONS)
     what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers, batch {args.mb}"
