@@ -404,26 +404,6 @@ def _small_everywhere(result: CheckResult) -> str:
             "(--algorithm winograd:M, algorithm='winograd:M'); a direct sum must match the exact fill bit for bit")
 
 
-def _declared_algorithm(algorithm: str | None, plan: Plan, plant: str | None, bound: str | None):
-    """The fast algorithm the implementation under test declares (None: a direct sum), where it may
-    declare one: your function (torch and cuDNN say how they compute themselves), with the default bound."""
-    from .fast_bound import parse_algorithm
-    from .winograd_plants import ALGORITHM, BUGS as FAST_PLANTS
-
-    if plant in FAST_PLANTS:  # the planted implementation is a Winograd one, and says so
-        return parse_algorithm(ALGORITHM)
-    declared = parse_algorithm(algorithm)
-    if declared is None:
-        return None
-    if not backends.is_user_function(plan.backend):
-        raise BadInput(f"declares how your function computes; the {plan.backend} backend is judged "
-                       "by what it says of itself", option="algorithm")
-    if bound not in (None, "auto"):
-        raise BadInput(f"{declared.text} is judged by its own bound; leave --bound at auto "
-                       f"(got {bound})", option="algorithm")
-    return declared
-
-
 def run_check(
     problem: ConvProblem,
     backend: str = "auto",
@@ -473,7 +453,9 @@ def run_check(
         if heuristics:
             options["heuristics"] = tuple(heuristics)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
-    declared = _declared_algorithm(algorithm, plan, plant, bound)
+    from .fast_bound import declared as declared_algorithm
+
+    declared = declared_algorithm(algorithm, plan.backend, plant, bound)
     bound_name = "winograd" if declared else resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)

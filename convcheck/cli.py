@@ -599,6 +599,9 @@ def _run_items(args, items) -> int:
     if args.retry_crashed and not args.resume:
         raise BadInput("checks again what a resumed sweep recorded as crashed or timeout; it needs --resume",
                        option="retry_crashed")
+    from .fast_bound import declared
+
+    declared(args.algorithm, args.backend, args.plant, args.bound)  # once, before any check: not a record each
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,

@@ -97,6 +97,29 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
     return Algorithm("winograd", m, points=points)
 
 
+def declared(algorithm: str | None, backend: str, plant: str | None = None, bound: str | None = None):
+    """The fast algorithm the implementation under test computes by (None: a direct sum), where one may
+    be declared: by your function (``backend`` FILE.py:NAME; torch and cuDNN say how they compute
+    themselves), with the default bound; a Winograd plant declares its own. A declaration that cannot be
+    taken is the caller's mistake (BadInput), said once: a sweep asks before its first check."""
+    from .backends import is_user_function
+    from .errors import BadInput
+    from .winograd_plants import ALGORITHM, BUGS as FAST_PLANTS
+
+    if plant in FAST_PLANTS:  # the planted implementation is a Winograd one, and says so
+        return parse_algorithm(ALGORITHM)
+    chosen = parse_algorithm(algorithm)
+    if chosen is None:
+        return None
+    if not is_user_function(backend):
+        raise BadInput(f"declares how your function computes; the {backend} backend is judged "
+                       "by what it says of itself", option="algorithm")
+    if bound not in (None, "auto"):
+        raise BadInput(f"{chosen.text} is judged by its own bound; leave --bound at auto "
+                       f"(got {bound})", option="algorithm")
+    return chosen
+
+
 def _is_number(s: str) -> bool:
     try:
         Fraction(s)

@@ -108,12 +108,12 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     function a worker cannot import (a lambda, one defined in ``__main__`` or inside another
     function) is checked in this process instead, and every record says so."""
     from .backends.user_function import not_shippable
-    from .fast_bound import parse_algorithm
+    from .fast_bound import declared
     from .sweep import Item, SweepOptions, SupervisedExecutor, check_item
 
-    parse_algorithm(algorithm)  # a malformed declaration is one error, before any check
-
     names = _backend_names(fn, directions)
+    for name in set(names.values()):  # a declaration that cannot be taken is one error, before any check
+        declared(algorithm, name, plant, bound)
     todo = []
     for p in problems_from(problems, mb):
         if p.ndim not in dims:

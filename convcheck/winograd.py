@@ -257,18 +257,24 @@ def _weight_grad_form(x, dy, pad, t: Transform, groups: int, mats) -> Bilinear:
     return Bilinear(left, right, at.T, bt, g.T, assemble)
 
 
+def paddings(problem) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
+    """(the input's padding, the padding of dgrad's correlation of dy), each (top, bottom, left, right):
+    dgrad reads dy padded by kernel - 1 - padding on each side (negative: cropped)."""
+    (t, l), (b, r) = problem.pad_pre, problem.pad_post
+    kh, kw = problem.kernel
+    return (t, b, l, r), (kh - 1 - t, kh - 1 - b, kw - 1 - l, kw - 1 - r)
+
+
 def form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
     """``problem``'s computation by ``t`` as a :class:`Bilinear` (operands already in their type)."""
     if problem.mode == "conv" and w is not None:  # a true convolution: the kernel flipped
         w = w.flip(dims=(2, 3))
-    pre, post = problem.pad_pre, problem.pad_post
+    pad, transposed = paddings(problem)
     if problem.direction == "fprop":
-        return _forward_form(x, w, (pre[0], post[0], pre[1], post[1]), t, problem.groups, mats)
+        return _forward_form(x, w, pad, t, problem.groups, mats)
     if problem.direction == "dgrad":
-        r = t.r
-        pad = (r - 1 - pre[0], r - 1 - post[0], r - 1 - pre[1], r - 1 - post[1])
-        return _forward_form(dy, _transposed_weight(w, problem.groups), pad, t, problem.groups, mats)
-    b = _weight_grad_form(x, dy, (pre[0], post[0], pre[1], post[1]), t, problem.groups, mats)
+        return _forward_form(dy, _transposed_weight(w, problem.groups), transposed, t, problem.groups, mats)
+    b = _weight_grad_form(x, dy, pad, t, problem.groups, mats)
     if problem.mode == "conv":
         return b._replace(assemble=lambda out, f=b.assemble: f(out).flip(dims=(2, 3)))
     return b
@@ -346,7 +352,8 @@ def fft_conv(problem, x, w, dy, compute=None):
     x, w, dy = (None if a is None else a.to(compute).contiguous() for a in (x, w, dy))
     if problem.mode == "conv" and w is not None:
         w = w.flip(dims=(2, 3))
-    pre, post, groups = problem.pad_pre, problem.pad_post, problem.groups
+    groups = problem.groups
+    pad, transposed = paddings(problem)
 
     def correlate(inp, ker, pad):
         """sum_c corr(inp[n, c], ker[k, c]) per group, inp padded by pad = (top, bottom, left, right)."""
@@ -363,13 +370,12 @@ def fft_conv(problem, x, w, dy, compute=None):
         return torch.fft.irfft2(prod, s=size)[:, :, :out[0], :out[1]]
 
     if problem.direction == "fprop":
-        return correlate(x, w, (pre[0], post[0], pre[1], post[1]))
-    r = problem.kernel
+        return correlate(x, w, pad)
     if problem.direction == "dgrad":
-        pad = (r[0] - 1 - pre[0], r[0] - 1 - post[0], r[1] - 1 - pre[1], r[1] - 1 - post[1])
-        return correlate(dy, _transposed_weight(w, groups), pad)
+        return correlate(dy, _transposed_weight(w, groups), transposed)
     # wgrad: dW[k, c] = sum_n corr(x_pad[n, c], dy[n, k]): images are the summed channels
-    xp = F.pad(x, (pre[1], post[1], pre[0], post[0]))
+    r = problem.kernel
+    xp = F.pad(x, (pad[2], pad[3], pad[0], pad[1]))
     n, c = xp.shape[:2]
     k = dy.shape[1]
     cg, kg = c // groups, k // groups

@@ -37,11 +37,16 @@ def applies(bug: str, problem) -> str | None:
         return why
     if problem.kernel[0] != 3:
         return f"F(4x4,3x3) computes 3x3 kernels; this one is {problem.kernel[0]}x{problem.kernel[1]}"
-    if bug in ("winograd-duplicated-tile", "winograd-border-tile"):
-        across = problem.input[1] if problem.direction == "dgrad" else problem.output[1]
-        if -(-across // 4) < 2:
-            return "the map is one tile wide"
+    if bug in ("winograd-duplicated-tile", "winograd-border-tile") and _tiles(problem, transform().m)[1] < 2:
+        return "the map is one tile wide"
     return None
+
+
+def _tiles(problem, m: int) -> tuple[int, int]:
+    """How many tiles of m x m outputs cover the map the tiles are cut over (tall, wide): dgrad's is the
+    input, the other directions' the output."""
+    down, across = problem.input if problem.direction == "dgrad" else problem.output
+    return -(-down // m), -(-across // m)
 
 
 def _matrices(bug: str):
@@ -78,9 +83,7 @@ def _tile_bug(bug: str, problem, ops, t, b):
 
     right = b.right.clone()  # fprop/dgrad: (G, N*th*tw, Cg, a, a); wgrad: (G, Cg, N*th*tw, a, a)
     tiles_axis = 2 if problem.direction == "wgrad" else 1
-    across = problem.input[1] if problem.direction == "dgrad" else problem.output[1]
-    down = problem.input[0] if problem.direction == "dgrad" else problem.output[0]
-    th, tw = -(-down // t.m), -(-across // t.m)
+    th, tw = _tiles(problem, t.m)
     n = right.shape[tiles_axis] // (th * tw)
     last = torch.arange(n) * th * tw + th * tw - 1  # each map's bottom-right tile
     left = b.left.clone()
@@ -95,7 +98,7 @@ def _tile_bug(bug: str, problem, ops, t, b):
     else:  # the border tiles read one column to the right: the whole form again on shifted inputs
         shifted = _shifted(problem, ops)
         moved = winograd.form(problem, *shifted, t, _matrices(bug)).right
-        column = torch.cat([torch.arange(n * th).reshape(n, th, 1) * tw + tw - 1]).reshape(-1)
+        column = torch.arange(n * th) * tw + tw - 1  # each tile row's last tile
         right.index_copy_(tiles_axis, column, moved.index_select(tiles_axis, column))
     return b._replace(left=left, right=right)
 

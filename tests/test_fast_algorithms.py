@@ -28,6 +28,10 @@ EXAMPLE = REPO / "examples" / "12_winograd_kernel.py"
 TRANSFORMS = [t for m in (2, 4, 6) for t in winograd.every_published(m)]
 
 
+def _direct(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return torch.nn.functional.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
 
@@ -104,6 +108,17 @@ def test_an_algorithm_a_problem_or_backend_cannot_take_is_one_line_exit_2():
         assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     done = _cli("check", "mb1ic8ih9oc8oh9kh3ph1", "--backend", "torch", "--algorithm", "winograd:4")
     assert done.returncode == 2 and "your function" in done.stderr
+
+
+def test_a_sweep_says_a_declaration_it_cannot_take_once_before_any_check(tmp_path):
+    """Not an unsupported record per problem: one line, exit 2, nothing written."""
+    out = tmp_path / "s.jsonl"
+    done = _cli("sweep", "mb1ic8ih9oc8oh9kh3ph1", "mb1ic8ih9oc8oh9kh1ph0", "--backend", "torch",
+                "--algorithm", "winograd:4", "--out", str(out))
+    assert done.returncode == 2 and "your function" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+    with pytest.raises(BadInput, match="leave --bound at auto"):
+        check_conv_function(_direct, ["mb1ic8ih9oc8oh9kh3ph1"], bound="elementwise", algorithm="winograd:4")
 
 
 def test_a_function_check_leaves_what_winograd_cannot_compute_unsupported_and_rerun_repeats_it(tmp_path):
