@@ -3,17 +3,19 @@
 Over the 3x3 stride-1 layers of ResNet-50 (cases/benchdnn/shapes_resnet_50) and VGG-16 (its 13
 layers, below), in fprop, dgrad and wgrad, fp32 and fp16, at the batches asked:
   * correct implementations declared as such (benchmarks/_winograd_impls.py: F(2,3), F(4,3) with
-    Lavin's and oneDNN's points, F(6,3), each in fp32) through `run_check` with the function as the
-    backend, as `convcheck check --backend FILE.py:NAME --algorithm winograd:M:WHO` runs it: every
-    one must pass; the table shows each one's largest error/allowed (the margin);
-  * the planted Winograd bugs (`--plant winograd-...`: a wrong coefficient, 1/6 written 0.1667 or
-    0.16667, a dropped, a duplicated, a misaligned last tile) computed by F(4,3) with Lavin's points:
-    a bug is *visible* when its error is at least 3x the correct F(4,3) Lavin implementation's error on
-    the same inputs (both against the float64 reference); each visible one must fail.
+    Lavin's and oneDNN's points, F(6,3), the FFT at the padded map's size and at powers of two, each
+    in fp32) through `run_check` with the function as the backend, as `convcheck check --backend
+    FILE.py:NAME --algorithm winograd:M:WHO` (or `fft`) runs it: every one must pass; the table shows
+    each one's largest error/allowed (the margin);
+  * the planted fast-algorithm bugs (`--plant winograd-...`: a wrong coefficient, 1/6 written 0.1667
+    or 0.16667, a dropped, a duplicated, a misaligned last tile, computed by F(4,3) with Lavin's points;
+    `--plant fft-...`: a transform one short, the kernel's spectrum not conjugated): a bug is *visible*
+    when its error is at least 3x the correct implementation's error on the same inputs (F(4,3) Lavin's,
+    or the FFT's; both against the float64 reference); each visible one must fail.
 Errors are max|answer - float64 reference|. Problems over --max-macs are left out, and said.
 
 Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N]
-       [--dtypes fp32,fp16] [--max-macs 2e10]
+       [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
 Prints markdown tables (the README shows them).
 """
 
@@ -36,9 +38,11 @@ from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 from convcheck import winograd  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 from convcheck.sweep import collect  # noqa: E402
-from convcheck.winograd_plants import BUGS as PLANTS  # noqa: E402
+from convcheck.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+#: The correct implementation a plant's error is measured against: the one it is a bug of.
+PEER = {"winograd:4:lavin": "f4_lavin", "fft": "fft"}
 IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
 #: VGG-16's convolutions (Simonyan & Zisserman, configuration D): all 3x3, stride 1, padding 1.
 VGG_16 = [f'mb1ic{c}ih{s}oc{k}oh{s}kh3ph1n"vgg_16:conv{b}_{i}"' for b, i, c, k, s in (
@@ -68,10 +72,18 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="fp32,fp16")
     ap.add_argument("--directions", default="fprop,dgrad,wgrad")
     ap.add_argument("--max-macs", type=float, default=2e10, help="leave out problems with more multiply-adds")
+    ap.add_argument("--impls", default=",".join(IMPLEMENTATIONS), help="the correct implementations to check")
+    ap.add_argument("--plants", default=",".join(PLANTS), help="the plants to check (each needs its correct peer in --impls)")
     ap.add_argument("--problem", action="append", default=[], metavar="DESCRIPTOR",
                     help="these problems (batch from the descriptor) instead of the nets' layers")
     _paths.add_option(ap)
     args = ap.parse_args(argv)
+    impls = {n: IMPLEMENTATIONS[n] for n in args.impls.split(",") if n}
+    plants = [b for b in args.plants.split(",") if b]
+    unknown = [n for n in args.impls.split(",") if n and n not in IMPLEMENTATIONS] + [b for b in plants if b not in PLANTS]
+    lonely = [b for b in plants if b in PLANTS and PEER[algorithm_of(b)] not in impls]
+    if unknown or lonely:
+        ap.error(f"unknown: {', '.join(unknown)}" if unknown else f"{', '.join(lonely)} need their correct peer in --impls")
     print(f"# {_paths.apply(args)}")
     start = time.perf_counter()
     worst = defaultdict(float)  # (net, direction, dtype, impl) -> largest error/allowed
@@ -92,8 +104,8 @@ def main(argv=None) -> int:
                     continue
                 key = (net, direction, dtype)
                 own, cells = {}, []
-                for name, (m, who) in IMPLEMENTATIONS.items():
-                    r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=f"winograd:{m}:{who}")
+                for name, algorithm in impls.items():
+                    r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm)
                     own[name] = e
                     rows[key]["correct"] += 1
                     ratio = r.comparison.max_ratio if r.comparison else float("inf")
@@ -102,26 +114,28 @@ def main(argv=None) -> int:
                     if r.status != "passed":
                         rows[key]["alarms"] += 1
                         alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
-                for bug in PLANTS:
+                for bug in plants:
                     r, e = checked(p, backend="torch", plant=bug)
                     if r.status == "unsupported":
                         continue
+                    peer = PEER[algorithm_of(bug)]
                     rows[key]["plants"] += 1
-                    visible = e >= 3 * own["f4_lavin"]
-                    plant_ratio[bug].append(e / own["f4_lavin"] if own["f4_lavin"] else math.inf)
+                    times = e / own[peer] if own[peer] else math.inf
+                    visible = times >= 3
+                    plant_ratio[bug].append(times)
                     rows[key]["visible"] += visible
                     rows[key]["caught"] += visible and r.status == "failed"
                     if visible and r.status != "failed":
-                        missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({e / own['f4_lavin']:.3g}x)")
-                    cells.append(f"{bug} {e / own['f4_lavin'] if own['f4_lavin'] else math.inf:.3g}x {r.status}")
+                        missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
+                    cells.append(f"{bug} {times:.3g}x {r.status}")
                 # each problem's verdicts as it finishes: a run cut short keeps what it measured
                 print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                       file=sys.stderr, flush=True)
-    names = list(IMPLEMENTATIONS)
+    names = list(impls)
     what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers, batch {args.mb}"
-    print(f"\n## Winograd, declared (`--algorithm winograd:M:WHO`), {what}\n")
+    print(f"\n## Fast algorithms, declared (`--algorithm winograd:M:WHO`, `--algorithm fft`), {what}\n")
     print("| net | direction | type | correct checks | false alarms | " + " | ".join(f"largest error/allowed {n}" for n in names)
-          + " | plants | visible (>= 3x F(4,3)'s error) | caught |")
+          + " | plants | visible (>= 3x the correct one's error) | caught |")
     print("|---|---|---|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|")
     for key in sorted(rows):
         r = rows[key]
@@ -132,7 +146,7 @@ def main(argv=None) -> int:
     print(f"\nIn all: {total['correct']} correct checks, {total['alarms']} false alarms; "
           f"{total['caught']} of {total['visible']} visible plants caught.")
     for bug, ratios in plant_ratio.items():
-        print(f"- {bug}: error {min(ratios):.3g}x to {max(ratios):.3g}x the correct F(4,3)'s")
+        print(f"- {bug}: error {min(ratios):.3g}x to {max(ratios):.3g}x the correct {PEER[algorithm_of(bug)]}'s")
     for line in alarms:
         print(f"- FALSE ALARM {line}")
     for line in missed:

@@ -22,6 +22,12 @@ slow CPU kernels store in the tensor type (dgrad: one sum per kernel tap; wgrad:
 image, added in fp16/bf16); ``contract="fp32"`` allows only fp32 accumulation rounded once
 (oneDNN, cuDNN). A failure names the contract it broke.
 
+A kernel that computes by a fast algorithm says so (``algorithm="winograd:4"``, ``"fft"``...,
+:mod:`convcheck.fast_bound`) and is judged by that algorithm's bound for given data: the worst case
+over its transforms (``level="rigorous"``, Winograd only), or by default the probable level: the larger
+of the rounding model (each rounding's variance at most its bound squared) and twice the error of
+convcheck's own fp32 implementations of the algorithm on your data.
+
 ``assert_conv_input_grad_close`` and ``assert_conv_weight_grad_close`` do the same for
 the two backward convolutions, with the arguments of ``torch.nn.grad.conv{1,2,3}d_input``
 and ``_weight``.
@@ -38,6 +44,7 @@ from typing import Any, Sequence
 
 from .bound import make_bound
 from .compare import compare, error_ratio_map, to_torch
+from .fast_bound import parse_algorithm
 from .fill import ConvInputs
 from .magnitudes import compute as magnitudes
 from .problem import ConvProblem, torch_padding
@@ -83,7 +90,7 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
 
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
-           contract: str | None = None) -> None:
+           contract: str | None = None, algorithm: str | None = None) -> None:
     from . import probable
     from .backends import torch64
     from .bound import check_level
@@ -100,6 +107,10 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
                              f"{tuple(problem.result_shape)} ({problem.descriptor()})")
     ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64, cuDNN disabled: never the code it judges
     given = ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64)
+    chosen = parse_algorithm(algorithm)
+    if chosen is not None:
+        _judge_fast(actual, problem, ref, given, chosen, device, msg, level)
+        return
     bound = make_bound("elementwise", problem, ("yours", "reference"), data="given", level=level,
                        devices=(device, device), contract=contract)
     mags = magnitudes(problem, given, device, squares=level == "probable")
@@ -141,41 +152,72 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
     )
 
 
+def _judge_fast(actual, problem: ConvProblem, ref, given: ConvInputs, chosen, device: str, msg: str | None,
+                level: str) -> None:
+    """The assert for a kernel that declared its fast algorithm: judged by that algorithm's bound on
+    given data (convcheck.fast_bound.GivenFastBound), at ``level``."""
+    from .fast_bound import bound_for
+
+    bound = bound_for(chosen, problem, "given", level=level)
+    mags = bound.magnitudes(given, device)
+    c = compare(actual, ref, bound, mags)
+    if c.passed:
+        return
+    if c.shape_error:
+        raise AssertionError(_prefix(msg) + c.shape_error)
+    index = c.worst_index
+    ours, truth = float(actual[index]), float(ref[index])
+    ratio_map = error_ratio_map(actual, ref, bound, mags)
+    allowed = abs(ours - truth) / ratio_map[index] if ratio_map[index] not in (0.0, float("inf")) else 0.0
+    level_text = (f"Level: rigorous. Provably wrong: outside the worst case of {chosen.text} over its transforms.\n"
+                  if level == "rigorous" else
+                  f"Level: probable. Beyond what a correct fp32 {chosen.text} gives on this data "
+                  "(level='rigorous' accepts what any order could explain, for Winograd).\n")
+    raise AssertionError(
+        _prefix(msg)
+        + f"convolution not close ({problem.descriptor()}, {problem.direction}, {problem.dtype}, {chosen.text}): "
+        f"{c.outside} of {c.total} elements ({100.0 * c.outside / c.total:.3g}%) outside the allowed error.\n"
+        + level_text
+        + f"Greatest error/allowed {c.max_ratio:.4g} at index {index}: actual {ours!r}, reference {truth!r}, "
+        f"|difference| {abs(ours - truth):.4g}, allowed {allowed:.4g}.\nBound: {c.derivation}")
+
+
 def _prefix(msg: str | None) -> str:
     return f"{msg}\n" if msg else ""
 
 
 def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
                       groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None,
-                      contract: str | None = None) -> None:
+                      contract: str | None = None, algorithm: str | None = None) -> None:
     """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
-    up to what the arithmetic of ``actual``'s type allows (see the module's docstring)."""
+    up to what the arithmetic of ``actual``'s type allows (see the module's docstring); ``algorithm``
+    (``"winograd:M"``, ``"fft"``...): what your kernel computes by, judged by that algorithm's bound."""
     x, w = to_torch(input), to_torch(weight)
     problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), bias is not None)
-    _judge(actual, problem, x, w, None, bias, msg, level, contract)
+    _judge(actual, problem, x, w, None, bias, msg, level, contract, algorithm)
 
 
 def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight: Any, grad_output: Any, stride=1,
                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                  msg: str | None = None, level: str | None = None,
-                      contract: str | None = None) -> None:
+                                 contract: str | None = None, algorithm: str | None = None) -> None:
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
     w, dy = to_torch(weight), to_torch(grad_output)
     problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    _judge(actual, problem, None, w, dy, None, msg, level, contract)
+    _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm)
 
 
 def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence[int], grad_output: Any, stride=1,
                                   padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                   msg: str | None = None, level: str | None = None,
-                      contract: str | None = None) -> None:
+                                  contract: str | None = None, algorithm: str | None = None) -> None:
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
     x, dy = to_torch(input), to_torch(grad_output)
     problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract)
+    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm)
 
 
 def _placeholder_weight(weight_size, like):

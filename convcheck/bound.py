@@ -487,7 +487,7 @@ class ExactBound:
 
 
 #: cuDNN numerical notes of algorithms that transform the data, so never bit-exact.
-INEXACT_ALGORITHMS = {"WINOGRAD", "FFT"}
+INEXACT_ALGORITHMS = {"WINOGRAD", "FFT", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13"}
 #: Fused operations under which an exact fill stays exact (bias is drawn on the same grid). relu is
 #: exact too, but zeroes half the outputs, which the mistrust rule would then count.
 EXACT_FUSIONS = {"bias"}

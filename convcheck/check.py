@@ -8,7 +8,7 @@ import contextlib
 import time
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import backends, plant as plants, probable, stages
 from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, make_bound, resolve as resolve_bound
@@ -321,6 +321,8 @@ def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), in
     (``inputs`` of kind "given") are also judged at the probable level (:mod:`convcheck.probable`)."""
     result.comparison = compare(ours, ref, bnd, mags)
     result.judging = bnd
+    if getattr(bnd, "given_level", None) and not result.comparison.passed:  # a fast algorithm on given data
+        result.comparison.level = bnd.given_level
     if inputs is not None and inputs.kind == "given":
         probable.apply(result.comparison, result.problem, bnd, ours, ref, inputs.x, inputs.w, inputs.dy, mags)
     result.status, result.message = status_of(result.comparison, redzone)
@@ -334,24 +336,56 @@ def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), in
                               f"(more than {MISTRUST_ZERO_FRACTION:.0%}): an exact match proves little")
 
 
-def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes) -> tuple[ConvProblem, str, bool, str, str]:
-    """How a cuDNN plan is judged, from its numerical notes: (the problem as judged, bound,
-    reduced-precision accumulation, judged as, why). An engine that down-converts fp32 inputs
-    is judged as TF32 (and says so); Winograd/FFT transform the data, and TF32 rounds the fp32
-    exact fill, so neither is exact: the elementwise bound judges them."""
+class PlanJudging(NamedTuple):
+    """How a cuDNN plan is judged (:func:`bound_for_plan`)."""
+
+    problem: ConvProblem      # the problem as judged (fp32 read as tf32 where the engine down-converts)
+    bound: str                # the bound's name
+    reduced: bool             # reduced-precision accumulation (engine note)
+    judged_as: str
+    why: str                  # why the bound differs from the one asked for ('' where it does not)
+    algorithm: Any = None     # the fast algorithm the notes name, whose bound judges (convcheck.fast_bound)
+
+
+def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes, explicit: bool = False,
+                   reference: str | None = None) -> PlanJudging:
+    """How a cuDNN plan is judged, from its numerical notes. An engine that down-converts fp32 inputs
+    is judged as TF32 (and says so). Winograd/FFT transform the data, so they are not exact: where the
+    notes name the algorithm (and its tile) and its bound can judge the problem, that bound judges
+    (convcheck.fast_bound.from_engine_notes; unless another bound was asked for by name, ``explicit``,
+    or the ``reference`` is not float64, which those bounds are derived against), else the elementwise bound; TF32 rounds the fp32 exact fill, so the elementwise bound judges it."""
+    from .fast_bound import from_engine_notes
+
     notes = set(numerical_notes)
-    judged, why = problem, ""
+    judged, why, algorithm = problem, "", None
     if problem.dtype == "fp32" and DOWN_CONVERTING & notes:
         judged = replace(problem, dtype="tf32")
     judged_as = "tf32 (engine down-converts fp32 inputs)" if judged is not problem else problem.dtype
-    if bound_name == "exact" and INEXACT_ALGORITHMS & notes:
-        bound_name, why = "elementwise", f"{'/'.join(sorted(INEXACT_ALGORITHMS & notes))}: not exact, judged by the elementwise bound"
+    if INEXACT_ALGORITHMS & notes and (bound_name == "exact" or not explicit):
+        algorithm, said = from_engine_notes(notes, problem)
+        if algorithm is not None and reference is not None and not backends.float64(reference):
+            algorithm, said = None, f"{said} (the {algorithm.text} bound needs a float64 reference, not {reference})"
+        if algorithm is not None:
+            where = ("; cuDNN's matrices are not published: the larger over the published point sets"
+                     if algorithm.kind == "winograd" else "")
+            bound_name, why = algorithm.bound, f"{said}: judged by the {algorithm.text} bound{where}"
+        elif bound_name == "exact":
+            bound_name, why = "elementwise", f"{said or '/'.join(sorted(INEXACT_ALGORITHMS & notes))}: not exact, judged by the elementwise bound"
     elif bound_name == "exact" and judged is not problem:
         bound_name, why = "elementwise", "TF32 rounds the fp32 exact fill: judged by the elementwise bound as TF32"
     reduced = "REDUCED_PRECISION_REDUCTION" in notes
     if reduced:
         judged_as += " with reduced-precision accumulation (engine note)"
-    return judged, bound_name, reduced, judged_as, why
+    return PlanJudging(judged, bound_name, reduced, judged_as, why, algorithm)
+
+
+def plan_bound(how: PlanJudging, reference: str):
+    """The bound object :func:`bound_for_plan` chose, for a cuDNN plan checked against ``reference``."""
+    if how.algorithm is not None:
+        from .fast_bound import bound_for
+
+        return bound_for(how.algorithm, how.problem, "random")
+    return make_bound(how.bound, how.problem, ("cudnn", reference), reduced_accumulation=how.reduced)
 
 
 def shared_implementation(plan: Plan) -> str | None:
@@ -455,14 +489,14 @@ def run_check(
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     from .fast_bound import declared as declared_algorithm
 
-    declared = declared_algorithm(algorithm, plan.backend, plant, bound)
-    bound_name = "winograd" if declared else resolve_bound(bound, problem, data)
+    declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
+    bound_name = declared.bound if declared else resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)
     if declared:
         from .fast_bound import bound_for
 
-        bnd = bound_for(declared, problem, data)
+        bnd = bound_for(declared, problem, data, level=level)
     else:
         bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
                          devices=(plan.backend_device, plan.reference_device), contract=contract)
@@ -534,13 +568,15 @@ def _rejudge_inexact_plan(result: CheckResult, ours, ref, inputs: ConvInputs, he
         notes, _ = cudnn_graph.plan_notes(problem, tuple(heuristics or cudnn_graph.HEURISTICS))
     except Exception:
         return
-    _, bound_name, _, _, why = bound_for_plan(problem, "exact", notes.get(result.backend_info.get("plan_index"), []))
-    if bound_name == "exact":
+    how = bound_for_plan(problem, "exact", notes.get(result.backend_info.get("plan_index"), []),
+                         reference=result.plan.reference)
+    if how.bound == "exact":
         return
-    bnd = make_bound(bound_name, problem, (result.plan.backend, result.plan.reference),
-                     devices=(result.plan.backend_device, result.plan.reference_device))
+    bnd = (plan_bound(how, result.plan.reference) if how.algorithm is not None else
+           make_bound(how.bound, problem, (result.plan.backend, result.plan.reference),
+                      devices=(result.plan.backend_device, result.plan.reference_device)))
     judge(result, ours, ref, bnd, magnitudes_for(bnd, problem, inputs, where), where, result.backend_info.get("redzone") or ())
-    result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {why}")
+    result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {how.why}")
 
 
 #: What recomputes a stored output: the seed's own rule recomputes it as the lesson did (torch's

@@ -601,7 +601,7 @@ def _run_items(args, items) -> int:
                        option="retry_crashed")
     from .fast_bound import declared
 
-    declared(args.algorithm, args.backend, args.plant, args.bound)  # once, before any check: not a record each
+    declared(args.algorithm, args.backend, args.plant, args.bound, args.reference)  # once, before any check: not a record each
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
     options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,

@@ -22,7 +22,7 @@ import time
 
 from . import backends, stages
 from .bound import make_bound, resolve as resolve_bound
-from .check import (CheckResult, Plan, bound_for_plan, compare_device, device_scope, draw_inputs, judge,
+from .check import (CheckResult, Plan, bound_for_plan, plan_bound, compare_device, device_scope, draw_inputs, judge,
                     magnitudes_for, run_reference, shared_implementation)
 from .errors import Unsupported
 from .problem import ConvProblem
@@ -61,7 +61,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
     notes, remark = cudnn_graph.plan_notes(problem, heuristics)
     notes_known = not remark.startswith("numerical notes unavailable")
     shared = {}  # stage times paid once for every plan
-    magnitudes = []  # computed by the first plan whose bound needs them (they depend on the inputs only)
+    magnitudes = {}  # per kind of bound (direct, or a fast algorithm's), computed by the first plan that needs them
 
     def check_plan(index: int) -> CheckResult:
         """One plan through the run under test and the verdict (the other stages are shared)."""
@@ -80,17 +80,19 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             result.message = run.error
         else:
             result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
-            judged, this_bound, reduced, result.judged_as, why = bound_for_plan(problem, bound_name, numerical)
-            bnd = make_bound(this_bound, judged, ("cudnn", reference), reduced_accumulation=reduced)
+            how = bound_for_plan(problem, bound_name, numerical, explicit=bound not in (None, "auto"), reference=reference)
+            result.judged_as = how.judged_as
+            bnd = plan_bound(how, reference)
             stages.enter("compare", prep.plan_name(index))
-            if bnd.needs_abs_conv and not magnitudes:
+            kind = how.algorithm.text if how.algorithm is not None else "direct"
+            if bnd.needs_abs_conv and kind not in magnitudes:
                 t = time.perf_counter()
-                magnitudes.append(magnitudes_for(bnd, problem, inputs, where))
-                shared["magnitudes"] = time.perf_counter() - t
+                magnitudes[kind] = magnitudes_for(bnd, problem, inputs, where)
+                shared[f"magnitudes {kind}" if how.algorithm is not None else "magnitudes"] = time.perf_counter() - t
             t1 = time.perf_counter()
             ours = cudnn_graph.result_tensor(prep)
-            judge(result, ours, ref, bnd, magnitudes[0] if bnd.needs_abs_conv else None, where, run.redzone)
-            result.message = result.message or why
+            judge(result, ours, ref, bnd, magnitudes.get(kind) if bnd.needs_abs_conv else None, where, run.redzone)
+            result.message = result.message or how.why
             if result.backend_info["claims_deterministic"] and run.bitwise_identical is False:
                 result.message = (result.message + "; " if result.message else "") + "claims determinism but results differ between runs"
             if keep_outputs:

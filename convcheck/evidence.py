@@ -46,6 +46,10 @@ def _tolerance_line(c) -> str:
         return (f"tolerance |ours - ref| <= |coefficient rounding| + {p['lambda']:.2f}*sqrt({p['rounding_proxy']:g}*"
                 f"rounding energy)   ({p['algorithm']}: the bound over its transforms, false-alarm probability <= "
                 f"{p['p_false']:g} per check)")
+    if c.bound == "fft":
+        p = c.bound_params
+        return (f"tolerance |ours - ref| <= {p['lambda']:.2f}*sqrt(rounding variance of the FFTs, products, channel "
+                f"sum and inverse FFT, spread over each map)   (fft: false-alarm probability <= {p['p_false']:g} per check)")
     return "tolerance none: only identical outputs pass   (exact bound, inputs on an exact grid)"
 
 

@@ -1,12 +1,16 @@
 """The bound of a convolution computed by a fast algorithm: what an implementation declares
-(``--algorithm``, ``algorithm=``) and the allowance derived for it (docs/DESIGN.md 3e).
+(``--algorithm``, ``algorithm=``) and the allowance derived for it (docs/DESIGN.md 3e). Winograd
+and the FFT; a cuDNN engine whose numerical notes name one is judged by the same bounds
+(:func:`for_engine_notes`).
 
 A Winograd implementation transforms its data, so its rounding error is not a direct sum's:
 the direct-summation bound fails correct F(4,3) and F(6,3) work on the exact fill and barely
 passes it on the random one. ``winograd:M`` declares F(M x M, R x R), R the problem's kernel;
 ``winograd:M:WHO`` one published point set (:data:`convcheck.winograd.PUBLISHED`),
 ``winograd:M:P1,P2,...`` the points themselves (fractions allowed: ``0,1,-1,2,-2``). Without
-points the allowance is the largest over the published sets for that tile.
+points the allowance is the largest over the published sets for that tile. ``fft`` declares an
+FFT convolution in fp32 (complex64) over the padded map or a larger transform
+(:mod:`convcheck.fft`).
 
 The allowance per output, on convcheck's own random fill:
 ``|coefficient rounding| + lam*sqrt(ROUNDING_PROXY*energy) (+ the reference's own error)``, then
@@ -23,27 +27,38 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import dtypes, winograd
+from . import dtypes, fft, winograd
 from .bound import DEFAULT_P_FALSE, OVERFLOW_AT, _ETA, gamma, lambda_for
 
-ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...")
+ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...", "fft")
 ALGORITHM_HELP = ("how your function computes: direct (the default: a direct sum, judged by the direct "
                   "bounds), winograd:M (Winograd F(MxM,RxR), R the kernel: judged by a bound over the "
                   "published transforms for M), winograd:M:lavin or :onednn (one published point set), "
-                  "winograd:M:0,1,-1,2,-2 (your points; infinity is the last)")
+                  "winograd:M:0,1,-1,2,-2 (your points; infinity is the last), fft (an FFT convolution "
+                  "in fp32/complex64)")
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """A declared fast algorithm: Winograd F(m x m, r x r) by ``who``'s points, or by ``points``."""
+    """A declared fast algorithm: Winograd F(m x m, r x r) by ``who``'s points, or by ``points``;
+    or the FFT (``kind`` "fft", no m)."""
 
     kind: str
-    m: int
+    m: int = 0
     who: str | None = None
     points: tuple[Fraction, ...] | None = None
 
     @property
+    def bound(self) -> str:
+        """The name of the bound that judges it (a record's "bound")."""
+        return "fft" if self.kind == "fft" else "winograd"
+
+    @property
     def text(self) -> str:
+        if self.kind == "fft":
+            return "fft"
+        if not self.m:
+            return "winograd"
         tail = self.who or (",".join(str(p) for p in self.points) if self.points else "")
         return f"{self.kind}:{self.m}" + (f":{tail}" if tail else "")
 
@@ -60,6 +75,11 @@ class Algorithm:
                 return (winograd.Transform(self.m, r, self.points, "your"),)
             if self.who is not None:
                 return (winograd.published(self.m, r, self.who),)
+            if not self.m:  # a tile not named (a cuDNN note WINOGRAD alone): every published one for r
+                found = [t for (m, rr) in winograd.PUBLISHED if rr == r for t in winograd.every_published(m, r)]
+                if not found:
+                    raise ValueError(f"no published points for any F(m,{r})")
+                return tuple(found)
             found = winograd.every_published(self.m, r)
             if not found:
                 winograd.published(self.m, r)  # raises, naming what is published
@@ -74,10 +94,12 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
 
     if text is None or text == "direct":
         return None
+    if text == "fft":
+        return Algorithm("fft")
     parts = text.split(":")
     if parts[0] != "winograd" or len(parts) not in (2, 3) or not parts[1].isdigit() or int(parts[1]) < 1:
         raise BadInput(f"unknown algorithm {text!r}; expected one of {', '.join(ALGORITHMS)} "
-                       "(e.g. winograd:4 for F(4x4,3x3) on a 3x3 layer)", option="algorithm")
+                       "(e.g. winograd:4 for F(4x4,3x3) on a 3x3 layer, fft)", option="algorithm")
     m = int(parts[1])
     if len(parts) == 2:
         return Algorithm("winograd", m)
@@ -97,20 +119,25 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
     return Algorithm("winograd", m, points=points)
 
 
-def declared(algorithm: str | None, backend: str, plant: str | None = None, bound: str | None = None):
+def declared(algorithm: str | None, backend: str, plant: str | None = None, bound: str | None = None,
+             reference: str | None = None):
     """The fast algorithm the implementation under test computes by (None: a direct sum), where one may
     be declared: by your function (``backend`` FILE.py:NAME; torch and cuDNN say how they compute
-    themselves), with the default bound; a Winograd plant declares its own. A declaration that cannot be
-    taken is the caller's mistake (BadInput), said once: a sweep asks before its first check."""
-    from .backends import is_user_function
+    themselves), with the default bound, against a float64 ``reference`` (None: the default one); a
+    fast-algorithm plant declares its own. A declaration that cannot be taken is the caller's mistake
+    (BadInput), said once: a sweep asks before its first check."""
+    from .backends import float64, is_user_function
     from .errors import BadInput
-    from .winograd_plants import ALGORITHM, BUGS as FAST_PLANTS
+    from .winograd_plants import BUGS as FAST_PLANTS, algorithm as planted_algorithm
 
-    if plant in FAST_PLANTS:  # the planted implementation is a Winograd one, and says so
-        return parse_algorithm(ALGORITHM)
-    chosen = parse_algorithm(algorithm)
+    chosen = parse_algorithm(planted_algorithm(plant)) if plant in FAST_PLANTS else parse_algorithm(algorithm)
     if chosen is None:
         return None
+    if reference not in (None, "auto") and not float64(reference):
+        raise BadInput(f"{chosen.text} is judged against a float64 reference (numpy or torch64), not {reference}",
+                       option="reference")
+    if plant in FAST_PLANTS:  # the planted implementation is a fast one, and says so
+        return chosen
     if not is_user_function(backend):
         raise BadInput(f"declares how your function computes; the {backend} backend is judged "
                        "by what it says of itself", option="algorithm")
@@ -118,6 +145,38 @@ def declared(algorithm: str | None, backend: str, plant: str | None = None, boun
         raise BadInput(f"{chosen.text} is judged by its own bound; leave --bound at auto "
                        f"(got {bound})", option="algorithm")
     return chosen
+
+
+#: cuDNN's numerical notes naming a Winograd tile, read as the output tile m of F(m x m, r x r), r the
+#: problem's kernel. cuDNN does not publish its matrices: the bound is the larger over the published
+#: point sets for that tile (a GPU measurement is to replace it).
+ENGINE_TILES = {"WINOGRAD_TILE_4x4": 4, "WINOGRAD_TILE_6x6": 6, "WINOGRAD_TILE_13x13": 13}
+#: Notes under which an engine does not compute in the fp32 the fast-algorithm bounds model.
+NOT_FP32 = ("DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
+
+
+def from_engine_notes(notes, problem) -> tuple[Algorithm | None, str]:
+    """The fast algorithm a cuDNN plan's numerical notes name, where its bound can judge ``problem``
+    (convcheck's random fill); else None, and why not ('' where the notes name none)."""
+    from .errors import BadInput
+
+    notes = set(notes)
+    tiles = [m for note, m in ENGINE_TILES.items() if note in notes]
+    if "FFT" in notes:
+        chosen, said = Algorithm("fft"), "FFT"
+    elif tiles or "WINOGRAD" in notes:
+        chosen = Algorithm("winograd", max(tiles) if tiles else 0)
+        said = "/".join(n for n in ("WINOGRAD", *ENGINE_TILES) if n in notes)
+    else:
+        return None, ""
+    off = [n for n in NOT_FP32 if n in notes]
+    if off:
+        return None, f"{said} with {'/'.join(off)}: the {chosen.text} bound models fp32 arithmetic"
+    try:
+        bound_for(chosen, problem, "random")
+    except BadInput as e:
+        return None, f"{said}: {e}"
+    return chosen, said
 
 
 def _is_number(s: str) -> bool:
@@ -129,19 +188,18 @@ def _is_number(s: str) -> bool:
 
 
 @dataclass(frozen=True)
-class WinogradBound:
-    """The allowance of a Winograd implementation under test against a float64 reference, on
-    convcheck's random fill (see the module's docstring). ``a`` of its magnitudes is what is added
-    whole (the coefficients' rounding, the reference's own error), ``s2`` the rounding energy."""
+class _FastBound:
+    """What the fast-algorithm bounds share: against a float64 reference, on convcheck's random fill,
+    ``a`` of the magnitudes added whole (the reference's own error, and whatever the algorithm
+    perturbs the same way everywhere), ``s2`` the rounding variance, then the stored output's rounding."""
 
     problem: object
     algorithm: Algorithm
-    transforms: tuple
     p_false: float = DEFAULT_P_FALSE
 
-    name = "winograd"
     needs_abs_conv = True
-    structure = ("winograd",)
+    #: Per output, what adds to s2 in units of (u_fp32*|ref|)^2: a last rounding at the output itself.
+    output_rounding = 0.0
 
     @property
     def outputs(self) -> int:
@@ -165,61 +223,246 @@ class WinogradBound:
         return dtypes.get(self.problem.dtype).u if self.storage != "float32" else 0.0
 
     def terms(self) -> tuple[float, ...]:
-        return (self.lam, winograd.ROUNDING_PROXY, self.u_out, _ETA[self.storage])
+        return (self.lam, self.proxy, self.u_out, _ETA[self.storage], self.output_rounding * dtypes.FP32.u ** 2)
 
     @staticmethod
     def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         import torch
 
-        lam, proxy, u_out, eta = terms
-        acc = a + lam * torch.sqrt(proxy * s2)
+        lam, proxy, u_out, eta, at_output = terms
+        acc = a + lam * torch.sqrt(proxy * s2 + at_output * ref_abs * ref_abs)
         return acc + u_out * (ref_abs + acc) + eta
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
         return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
 
     def magnitudes(self, inputs, device: str):
-        """(a, s2) for :meth:`apply`, the larger over :attr:`transforms` of each: float64 on ``device``."""
+        """(a, s2) for :meth:`apply`, float64 on ``device``."""
         import torch
 
-        from .backends import torch_conv
-        from .magnitudes import Magnitudes, _tensor
+        from .magnitudes import Magnitudes, _tensor, compute as direct_magnitudes
 
         ops = [_tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")]
+        a, s2 = self._own(ops, device)
+        # the float64 reference's own error, any order: gamma_n(2^-53) * conv(|x|, |w|) (the direct
+        # bounds' A, by the device's fast proven-inflated sum where the data allow)
+        direct = direct_magnitudes(self.problem, inputs, device).a
+        a = a + gamma(max(self.problem.accumulation_depth, 1), dtypes.FP64_U) * direct
+        return Magnitudes(a, s2)
+
+    def summary(self, ref_abs_max: float) -> dict:
+        return {"rtol": self.u_out, "atol": None, "lambda": self.lam, "p_false": self.p_false,
+                "algorithm": self.algorithm.text, "rounding_proxy": self.proxy, "data": "random",
+                "level": "probable (random fill)"} | self._described()
+
+    def _stored(self) -> str:
+        return f" + 2^{round(math.log2(self.u_out))}*|y| (the stored output)" if self.u_out else ""
+
+
+@dataclass(frozen=True)
+class WinogradBound(_FastBound):
+    """A Winograd implementation's allowance (the module's docstring): the coefficients' exact effect
+    added whole, the first-order rounding energy of every fp32 rounding, the larger over
+    :attr:`transforms` of each."""
+
+    transforms: tuple = ()
+
+    name = "winograd"
+    structure = ("winograd",)
+    proxy = winograd.ROUNDING_PROXY
+
+    def _own(self, ops, device):
+        import torch
+
         a = s2 = None
         for t in self.transforms:
             fixed = winograd.coefficient_error(self.problem, *ops, t)
             energy = winograd.rounding_energy(winograd.form(self.problem, *ops, t, t.tensors(device=device)))
             a = fixed if a is None else torch.maximum(a, fixed)
             s2 = energy if s2 is None else torch.maximum(s2, energy)
-        # the float64 reference's own error, any order: gamma_n(2^-53) * conv(|x|, |w|)
-        direct = torch_conv.compute(self.problem, *(None if o is None else o.abs() for o in ops))[0]
-        a = a + gamma(max(self.problem.accumulation_depth, 1), dtypes.FP64_U) * direct
-        return Magnitudes(a, s2)
+        return a, s2
 
-    def summary(self, ref_abs_max: float) -> dict:
-        return {"rtol": self.u_out, "atol": None, "lambda": self.lam, "p_false": self.p_false,
-                "algorithm": self.algorithm.text, "transforms": [t.describe() for t in self.transforms],
-                "rounding_proxy": winograd.ROUNDING_PROXY, "data": "random"}
+    def _described(self) -> dict:
+        return {"transforms": [t.describe() for t in self.transforms]}
 
     def derivation(self) -> str:
         over = "; ".join(t.describe() for t in self.transforms)
-        out = f" + 2^{round(math.log2(self.u_out))}*|y| (the stored output)" if self.u_out else ""
         return (f"|ours-ref| <= |the transforms' coefficients rounded to fp32| + {self.lam:.2f}*sqrt("
-                f"{winograd.ROUNDING_PROXY:g}*sum over every fp32 rounding of (its half-ulp * its weight in the "
-                f"output)^2){out} (+ the float64 reference's gamma_n*conv(|x|,|w|), subnormal eta); "
+                f"{self.proxy:g}*sum over every fp32 rounding of (its half-ulp * its weight in the "
+                f"output)^2){self._stored()} (+ the float64 reference's gamma_n*conv(|x|,|w|), subnormal eta); "
                 f"{self.algorithm.text}, the larger over: {over}; random fill, p_false={self.p_false:g} "
                 f"over {self.outputs} outputs")
 
 
-def bound_for(algorithm: Algorithm, problem, data: str, p_false: float = DEFAULT_P_FALSE) -> WinogradBound:
-    """The bound of ``problem`` computed by ``algorithm`` (BadInput where it cannot be judged so)."""
+@dataclass(frozen=True)
+class FFTBound(_FastBound):
+    """An FFT convolution's allowance: ``lam*sqrt(variance)``, the variance of every fp32 rounding of
+    the transforms, products, channel sum and inverse transform spread over the map's outputs
+    (:func:`convcheck.fft.variance`; its proxies are inside it), plus the inverse transform's last
+    rounding at the output itself."""
+
+    name = "fft"
+    structure = ("fft",)
+    proxy = 1.0
+    output_rounding = fft.KAPPA
+
+    def _own(self, ops, device):
+        import torch
+
+        s2 = fft.variance(self.problem, *ops)
+        return torch.zeros_like(s2), s2
+
+    def _described(self) -> dict:
+        return {"transform": "2-D FFT of the padded map (or up to the next powers of two), complex64",
+                "stages_proxy": fft.KAPPA}
+
+    def derivation(self) -> str:
+        return (f"|ours-ref| <= {self.lam:.2f}*sqrt(sum over the FFTs' stages, the products, the channel sum and "
+                f"the inverse FFT of (u*|value|)^2 * proxy, each spread over the map's outputs by the inverse "
+                f"transform (1/N per frequency), + {fft.KAPPA:g}*(u*|y|)^2){self._stored()} (+ the float64 "
+                f"reference's gamma_n*conv(|x|,|w|), subnormal eta); fft, fp32/complex64; random fill, "
+                f"p_false={self.p_false:g} over {self.outputs} outputs")
+
+
+#: On given data, the probable level also allows this many times the error of convcheck's own fp32
+#: implementations of the algorithm on the same data (as the direct probable level allows twice the
+#: sequential sum's: where equal terms make the roundings lean one way, the random model fails).
+OWN_MARGIN = 2.0
+#: On given data a rounding's variance is bounded by its bound squared (Hoeffding), not the random
+#: fill's proxy: twice it.
+GIVEN_PROXY_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class GivenFastBound(_FastBound):
+    """A fast algorithm's allowance on data convcheck did not draw (the given-data asserts, ``run_check``
+    with given inputs), at two levels as for a direct sum (docs/DESIGN.md 3c, 3e):
+
+    * *rigorous* (Winograd only): the worst case over the transforms, ``gamma_K * M`` (the form with
+      every entry and operand by its magnitude; K the roundings along one path,
+      :func:`convcheck.winograd.path_roundings`), the larger over the transforms. No worst case covers
+      every FFT implementation: ``fft`` has the probable level alone;
+    * *probable*: the larger of the random model with each rounding's variance bounded by its bound
+      squared (twice the random fill's proxy), and :data:`OWN_MARGIN` times the largest error of
+      convcheck's own fp32 implementations of the algorithm on this data (every transform; the FFT at
+      the padded size and at powers of two)."""
+
+    inner: _FastBound = None
+    level: str = "probable"
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def structure(self):
+        return self.inner.structure + ("given", self.level)
+
+    @property
+    def given_level(self) -> str:
+        return self.level
+
+    @property
+    def proxy(self) -> float:
+        return 0.0 if self.level == "rigorous" else self.inner.proxy * GIVEN_PROXY_FACTOR
+
+    @property
+    def output_rounding(self) -> float:
+        return 0.0 if self.level == "rigorous" else self.inner.output_rounding * GIVEN_PROXY_FACTOR
+
+    @staticmethod
+    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
+        import torch
+
+        lam, proxy, u_out, eta, at_output = terms
+        acc = a + lam * torch.sqrt(proxy * s2 + at_output * ref_abs * ref_abs)
+        if stage is not None:  # the probable level: the own implementations' error, with its margin
+            acc = torch.maximum(acc, a + OWN_MARGIN * stage)
+        return acc + u_out * (ref_abs + acc) + eta
+
+    def _own(self, ops, device):
+        import torch
+
+        if self.level == "rigorous":
+            worst = None
+            for t in self.inner.transforms:
+                k = winograd.path_roundings(self.problem, t)
+                m = gamma(k, dtypes.FP32.u) * winograd.magnitude(self.problem, *ops, t)
+                worst = m if worst is None else torch.maximum(worst, m)
+            return worst, torch.zeros_like(worst)
+        return self.inner._own(ops, device)
+
+    def magnitudes(self, inputs, device: str):
+        import torch
+
+        from .magnitudes import _tensor
+
+        mags = super().magnitudes(inputs, device)
+        if self.level == "rigorous":
+            return mags
+        ops = [_tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")]
+        exact = None
+        own = None
+        for answer in self._own_answers(ops):
+            if exact is None:
+                from .backends import torch_conv
+
+                exact = torch_conv.compute(self.problem, *ops)[0]
+            e = (answer.to(torch.float64) - exact).abs()
+            own = e if own is None else torch.maximum(own, e)
+        return mags._replace(stage=own)
+
+    def _own_answers(self, ops):
+        """convcheck's own fp32 implementations of the algorithm, on the operands rounded to fp32."""
+        import torch
+
+        ops32 = [None if o is None else o.to(torch.float32) for o in ops]
+        if self.inner.name == "fft":
+            for power_of_two in (False, True):
+                yield fft.conv(self.problem, *ops32, power_of_two=power_of_two)
+        else:
+            for t in self.inner.transforms:
+                yield winograd.conv(self.problem, *ops32, t)
+
+    def summary(self, ref_abs_max: float) -> dict:
+        return self.inner.summary(ref_abs_max) | {"data": "given", "level": self.level,
+                                                  "rounding_proxy": self.proxy, "own_margin": OWN_MARGIN}
+
+    def _described(self) -> dict:
+        return self.inner._described()
+
+    def derivation(self) -> str:
+        if self.level == "rigorous":
+            over = "; ".join(t.describe() for t in self.inner.transforms)
+            return (f"|ours-ref| <= gamma_K*|A^T|[sum (|G||g||G^T|).(|B^T||d||B|)]|A| (K the roundings along one "
+                    f"path){self._stored()}: the worst case, any data; {self.algorithm.text}, the larger over: {over}")
+        return (f"the larger of: {self.inner.derivation().split('; random fill')[0]} with each rounding's variance "
+                f"at most its bound squared (proxy {self.proxy:g}), and {OWN_MARGIN:g} x the largest error of "
+                f"convcheck's own fp32 {self.algorithm.text} on this data; given data, probable level, "
+                f"p_false={self.p_false:g} over {self.outputs} outputs")
+
+
+def bound_for(algorithm: Algorithm, problem, data: str, p_false: float = DEFAULT_P_FALSE,
+              level: str | None = None) -> _FastBound:
+    """The bound of ``problem`` computed by ``algorithm`` (BadInput where it cannot be judged so); on
+    ``data`` "given", at ``level`` (:class:`GivenFastBound`)."""
+    from .bound import check_level
     from .errors import BadInput
 
-    if data == "given":
-        raise BadInput(f"{algorithm.text}: the Winograd bound models convcheck's random fill; "
-                       "given data are judged by the direct bounds", option="algorithm")
     if problem.fuse:
         raise BadInput(f"{algorithm.text}: a fused epilogue ({'+'.join(problem.fuse)}) is not modelled "
-                       "with Winograd; check the convolution alone", option="algorithm")
-    return WinogradBound(problem, algorithm, algorithm.transforms(problem), p_false)
+                       "with a fast algorithm; check the convolution alone", option="algorithm")
+    if algorithm.kind == "fft":
+        why = winograd.applies(problem)
+        if why and "square kernel" not in why:
+            raise BadInput(f"fft: {why.replace('Winograd', 'the FFT convolution')}", option="algorithm")
+        inner = FFTBound(problem, algorithm, p_false)
+    else:
+        inner = WinogradBound(problem, algorithm, p_false, algorithm.transforms(problem))
+    if data != "given":
+        return inner
+    level = check_level(level)
+    if level == "rigorous" and algorithm.kind == "fft":
+        raise BadInput("fft: no worst case covers every FFT implementation; the probable level judges it "
+                       "(leave level at probable)", option="level")
+    return GivenFastBound(problem, algorithm, p_false, inner, level)

@@ -160,7 +160,7 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
         raise BadInput(f"record {record_label(rec)} holds no check of convcheck's own inputs ({rec.get('status')})")
     problem = problem_from_record(rec)
     if rec.get("algorithm"):
-        raise BadInput(f"record {record_label(rec)} is judged by the Winograd bound of {rec['algorithm']}, which a "
+        raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {rec['algorithm']}, which a "
                        "standalone script does not carry yet; 'convcheck rerun' of the record reproduces it")
     info = rec.get("backend_info") or {}
     attr = name.rpartition(":")[2]

@@ -15,8 +15,8 @@ The point sets differ in accuracy: larger points make larger transform entries (
 Lavin's 0, +-1, +-2 has 8s in A^T; oneDNN's 0, +-5/8, +-3/2 keeps them near 1), and an entry such
 as 1/6 is not exact in binary, one more rounding per use. :data:`PUBLISHED` names the sets in use.
 
-The convolutions here (:func:`conv`) are plain, correct implementations for the tests, the
-benchmark and the fast-algorithm plants: stride 1, no dilation, 2-D, any groups and padding,
+The convolutions here (:func:`conv`; the FFT's is :func:`convcheck.fft.conv`) are plain, correct
+implementations for the tests, the benchmark and the fast-algorithm plants: stride 1, no dilation, 2-D, any groups and padding,
 each transform evaluated as a product by its matrix in the compute type (fp32 by default),
 the output rounded once to the tensor type.
 """
@@ -335,56 +335,6 @@ def path_roundings(problem, t: Transform) -> int:
     else:  # G g G^T (r terms), ..., A^T M A (alpha terms)
         first, last, depth = 2 * (t.r + (not exact_g)), 2 * (a + (not exact_at)), cg if problem.direction == "fprop" else kg
     return first + 2 * (a + (not exact_bt)) + 1 + max(depth - 1, 0) + last
-
-
-def fft_conv(problem, x, w, dy, compute=None):
-    """``problem``'s result by the FFT (torch.fft, complex64 for a float32 ``compute``): each map and
-    kernel zero-padded to the padded input's size, transformed, multiplied pointwise and summed over
-    the group's channels in the frequency domain, transformed back; the circular wrap-around falls
-    outside the outputs kept. Same reach as Winograd here (2-D, stride 1, undilated; any kernel size)."""
-    import torch
-    import torch.nn.functional as F
-
-    why = applies(problem)
-    if why and "square kernel" not in why:
-        raise ValueError(why.replace("Winograd", "the FFT convolution"))
-    compute = compute or torch.float32
-    x, w, dy = (None if a is None else a.to(compute).contiguous() for a in (x, w, dy))
-    if problem.mode == "conv" and w is not None:
-        w = w.flip(dims=(2, 3))
-    groups = problem.groups
-    pad, transposed = paddings(problem)
-
-    def correlate(inp, ker, pad):
-        """sum_c corr(inp[n, c], ker[k, c]) per group, inp padded by pad = (top, bottom, left, right)."""
-        inp = F.pad(inp, (pad[2], pad[3], pad[0], pad[1]))
-        size = inp.shape[2:]
-        out = (size[0] - ker.shape[2] + 1, size[1] - ker.shape[3] + 1)
-        fi = torch.fft.rfft2(inp, s=size)
-        fk = torch.fft.rfft2(ker, s=size).conj()  # correlation: the kernel's spectrum conjugated
-        n, c = fi.shape[:2]
-        k = fk.shape[0]
-        fi = fi.reshape(n, groups, c // groups, *fi.shape[2:])
-        fk = fk.reshape(groups, k // groups, c // groups, *fk.shape[2:])
-        prod = torch.einsum("ngchw,gkchw->ngkhw", fi, fk).reshape(n, k, *fi.shape[3:])
-        return torch.fft.irfft2(prod, s=size)[:, :, :out[0], :out[1]]
-
-    if problem.direction == "fprop":
-        return correlate(x, w, pad)
-    if problem.direction == "dgrad":
-        return correlate(dy, _transposed_weight(w, groups), transposed)
-    # wgrad: dW[k, c] = sum_n corr(x_pad[n, c], dy[n, k]): images are the summed channels
-    r = problem.kernel
-    xp = F.pad(x, (pad[2], pad[3], pad[0], pad[1]))
-    n, c = xp.shape[:2]
-    k = dy.shape[1]
-    cg, kg = c // groups, k // groups
-    size = xp.shape[2:]
-    fx = torch.fft.rfft2(xp, s=size).reshape(n, groups, cg, size[0], -1)
-    fd = torch.fft.rfft2(dy, s=size).conj().reshape(n, groups, kg, size[0], -1)
-    prod = torch.einsum("ngchw,ngkhw->gkchw", fx, fd).reshape(k, cg, size[0], -1)
-    dw = torch.fft.irfft2(prod, s=size)[:, :, :r[0], :r[1]]
-    return dw.flip(dims=(2, 3)) if problem.mode == "conv" else dw
 
 
 #: Every fp32 rounding of convcheck's random data has an error variance of at most c^2/2, c the

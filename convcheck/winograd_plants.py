@@ -1,6 +1,7 @@
-"""Bugs planted in a Winograd implementation (``--plant winograd-...``): each computes the problem
-by F(4x4,3x3) with Lavin's points in fp32 (:mod:`convcheck.winograd`), wrong in one way a kernel
-author meets, and is judged by that algorithm's bound (the plant declares it, as your function would).
+"""Bugs planted in a fast-algorithm implementation (``--plant winograd-...``, ``--plant fft-...``):
+each computes the problem by F(4x4,3x3) with Lavin's points (:mod:`convcheck.winograd`) or by the FFT
+(:mod:`convcheck.fft`) in fp32, wrong in one way a kernel author meets, and is judged by that
+algorithm's bound (the plant declares it, as your function would).
 
 Tile bugs touch the last tile of every map (the bottom-right one; in wgrad the last tile of every
 image in the sum): a kernel's edges are where tiles go wrong, and a layer list whose maps divide by
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from . import winograd
+from . import fft, winograd
 
-#: The algorithm every plant here computes by (what the check is told it computes by).
+#: The algorithm the Winograd plants compute by (what the check is told they compute by).
 ALGORITHM = "winograd:4:lavin"
 
 BUGS = {
@@ -22,7 +23,14 @@ BUGS = {
     "winograd-dropped-tile": "Winograd F(4x4,3x3) leaving out the last tile of every map (wgrad: of every image)",
     "winograd-duplicated-tile": "Winograd F(4x4,3x3) computing the last tile from the tile before it",
     "winograd-border-tile": "Winograd F(4x4,3x3) reading the last tile column's inputs one column to the right",
+    "fft-wraparound": "FFT convolution sized to the output, kernel - 1 short per dimension (the last outputs wrap around)",
+    "fft-unconjugated": "FFT convolution with the kernel's spectrum not conjugated (convolution for correlation)",
 }
+
+
+def algorithm(bug: str) -> str:
+    """What ``bug``'s implementation computes by (``--algorithm``)."""
+    return "fft" if bug.startswith("fft-") else ALGORITHM
 _WRITTEN = {"winograd-coefficient": 0.1667, "winograd-coefficient-subtle": 0.16667}
 
 
@@ -32,6 +40,12 @@ def transform() -> winograd.Transform:
 
 def applies(bug: str, problem) -> str | None:
     """None if ``bug`` changes ``problem``'s answer (the tile bugs need two tiles across), else why not."""
+    if bug.startswith("fft-"):
+        try:
+            fft._refuse(problem)
+        except ValueError as e:
+            return str(e)
+        return None
     why = winograd.applies(problem)
     if why:
         return why
@@ -68,9 +82,11 @@ def compute(bug: str, problem, inputs):
 
     from . import dtypes
 
-    t = transform()
     ops = [None if getattr(inputs, k) is None else torch.as_tensor(getattr(inputs, k)).to(torch.float32).contiguous()
            for k in ("x", "w", "dy")]
+    if bug.startswith("fft-"):
+        return _fft_bug(bug, problem, ops).to(dtypes.torch_dtype(problem.dtype))
+    t = transform()
     b = winograd.form(problem, *ops, t, _matrices(bug))
     if bug in ("winograd-dropped-tile", "winograd-duplicated-tile", "winograd-border-tile"):
         b = _tile_bug(bug, problem, ops, t, b)
@@ -112,3 +128,22 @@ def _shifted(problem, ops):
     if problem.direction == "dgrad":
         return x, w, F.pad(dy[..., 1:], (0, 1))
     return F.pad(x[..., 1:], (0, 1)), w, dy
+
+
+def _fft_bug(bug: str, problem, ops):
+    """The FFT convolution (convcheck.fft.conv) with ``bug``: a transform the output's size, kernel - 1
+    short of the padded map per dimension (the map's last rows and columns are cut, and the last outputs
+    read around the circle), or the kernel's spectrum used as it is (its conjugate gives the correlation)."""
+    import torch
+
+    c = fft.operands(problem, *ops)
+    size = fft.transform_size(problem)
+    if bug == "fft-wraparound":
+        size = (size[0] - problem.kernel[0] + 1, size[1] - problem.kernel[1] + 1)
+    fl = torch.fft.rfft2(c.left, s=size)
+    fl = fl if bug == "fft-unconjugated" else fl.conj()
+    prod = torch.einsum("gisab,gjsab->gijab", fl, torch.fft.rfft2(c.right, s=size))
+    out = torch.fft.irfft2(prod, s=size)[..., :c.out_size[0], :c.out_size[1]]
+    if out.shape[-2:] != tuple(c.out_size):  # a map smaller than the kernel: what the short transform keeps
+        out = torch.nn.functional.pad(out, (0, c.out_size[1] - out.shape[-1], 0, c.out_size[0] - out.shape[-2]))
+    return c.assemble(out.contiguous())

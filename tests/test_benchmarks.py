@@ -55,7 +55,8 @@ def test_given_data_benchmark_smoke_run_has_no_false_alarm_and_misses_nothing_vi
     assert int(caught) >= 0.99 * int(visible) and int(visible) > 300, head
 
 
-def test_fast_algorithms_benchmark_passes_correct_winograd_and_fails_its_plants():
+def test_fast_algorithms_benchmark_passes_correct_winograd_and_fft_and_fails_their_plants():
     out = _run("fast_algorithms.py", "--problem", "mb1ic8ih10oc8oh10kh3ph1", "--directions", "fprop,wgrad", "--dtypes", "fp32")
-    assert "In all: 8 correct checks, 0 false alarms;" in out, out
-    assert "| given | wgrad | fp32 | 4 | 0 |" in out and "visible plants caught" in out
+    assert "In all: 12 correct checks, 0 false alarms;" in out, out
+    assert "| given | wgrad | fp32 | 6 | 0 |" in out and "visible plants caught" in out
+    assert "- fft-unconjugated: error" in out

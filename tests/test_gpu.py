@@ -439,3 +439,27 @@ def test_a_cudnn_failure_shrinks_on_its_own_plan(tmp_path):
 
     script = subprocess.run([sys.executable, str(tmp_path / "r.py")], capture_output=True, text=True, timeout=300)
     assert script.returncode == 1 and "FAIL:" in script.stdout, script.stdout + script.stderr
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_winograd_and_fft_engines_are_judged_by_their_algorithms_bound(direction, dtype):
+    """Every plan of a ResNet-50 3x3 layer whose notes name Winograd (and its tile) or the FFT is judged by
+    that algorithm's bound (convcheck.fast_bound.from_engine_notes), said in the plan's message and in the
+    comparison's parameters; the others by the direct bounds. Correct engines pass. The table printed is
+    what the closing note reports (which engines carry which notes, and their error/allowed)."""
+    from convcheck.engines import check_engines
+
+    p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1").with_(direction=direction, dtype=dtype)
+    results, _ = check_engines(p, repeat=1, timing_runs=1)
+    for r in results:
+        notes = r.backend_info.get("numerical_notes") or []
+        if not r.backend_info.get("built") or r.comparison is None:
+            continue
+        print(f"{direction} {dtype} {r.backend_info['engine']:<40} {','.join(notes):<50} {r.comparison.bound:<11} "
+              f"{r.status:<8} {r.comparison.max_ratio:.3g}")
+        fast = [n for n in notes if n.startswith("WINOGRAD") or n == "FFT"]
+        if fast and not {"DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION"} & set(notes) and "13x13" not in ",".join(notes):
+            assert r.comparison.bound in ("winograd", "fft") and "judged by the" in r.message, (notes, r.message)
+            assert r.comparison.bound_params["algorithm"] in ("fft", "winograd", "winograd:4", "winograd:6")
+        assert r.status == "passed", (r.backend_info["engine"], notes, r.comparison.max_ratio, r.message)

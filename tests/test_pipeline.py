@@ -12,7 +12,7 @@ import torch
 
 from convcheck import fill
 from convcheck.backends import numpy_ref, torch_conv
-from convcheck.check import bound_for_plan, run_check
+from convcheck.check import bound_for_plan, plan_bound, run_check
 from convcheck.errors import BadInput
 from convcheck.problem import parse_descriptor
 
@@ -68,18 +68,36 @@ def test_every_stage_is_timed_and_the_record_says_where_the_inputs_were_drawn():
     assert rec["comparison"]["bound"] == "exact" and "max_abs_diff" not in rec["comparison"]  # said once, flat
 
 
-@pytest.mark.parametrize("notes,bound,expect", [
-    ([], "exact", ("fp32", "exact", False)),
-    (["TENSOR_CORE"], "exact", ("tf32", "elementwise", False)),
-    (["WINOGRAD"], "exact", ("fp32", "elementwise", False)),
-    (["FFT", "DOWN_CONVERT_INPUTS"], "elementwise", ("tf32", "elementwise", False)),
-    (["REDUCED_PRECISION_REDUCTION"], "elementwise", ("fp32", "elementwise", True)),
+@pytest.mark.parametrize("notes,bound,expect,algorithm", [
+    ([], "exact", ("fp32", "exact", False), None),
+    (["TENSOR_CORE"], "exact", ("tf32", "elementwise", False), None),
+    (["WINOGRAD"], "exact", ("fp32", "winograd", False), "winograd"),
+    (["WINOGRAD", "WINOGRAD_TILE_4x4"], "exact", ("fp32", "winograd", False), "winograd:4"),
+    (["WINOGRAD", "WINOGRAD_TILE_6x6"], "elementwise", ("fp32", "winograd", False), "winograd:6"),
+    (["WINOGRAD", "WINOGRAD_TILE_13x13"], "exact", ("fp32", "elementwise", False), None),  # no published F(13,3)
+    (["FFT"], "exact", ("fp32", "fft", False), "fft"),
+    (["FFT", "DOWN_CONVERT_INPUTS"], "elementwise", ("tf32", "elementwise", False), None),
+    (["WINOGRAD_TILE_4x4", "REDUCED_PRECISION_REDUCTION"], "exact", ("fp32", "elementwise", True), None),
+    (["REDUCED_PRECISION_REDUCTION"], "elementwise", ("fp32", "elementwise", True), None),
 ])
-def test_a_plan_is_judged_by_the_bound_its_notes_call_for(notes, bound, expect):
-    """One rule for a check's chosen plan and for every plan of ``engines``."""
-    judged, name, reduced, judged_as, why = bound_for_plan(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound, notes)
-    assert (judged.dtype, name, reduced) == expect
-    assert judged_as.startswith(judged.dtype) and (bool(why) == (name != bound))
+def test_a_plan_is_judged_by_the_bound_its_notes_call_for(notes, bound, expect, algorithm):
+    """One rule for a check's chosen plan and for every plan of ``engines``: a Winograd or FFT engine by
+    the bound of the algorithm (and tile) its notes name, where that bound can judge the problem."""
+    how = bound_for_plan(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound, notes)
+    assert (how.problem.dtype, how.bound, how.reduced) == expect
+    assert how.judged_as.startswith(how.problem.dtype) and (bool(how.why) == (how.bound != bound))
+    assert (how.algorithm.text if how.algorithm else None) == algorithm
+    if how.algorithm is not None:
+        bnd = plan_bound(how, "torch64")
+        assert bnd.name == how.bound and (bnd.name == "fft" or len(bnd.transforms) >= 1)
+    if "13x13" in " ".join(notes):
+        assert "no published points for F(13,3)" in how.why
+    # a bound asked for by name is kept; a strided problem cannot be Winograd
+    assert bound_for_plan(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), "elementwise", notes, explicit=True).bound == "elementwise"
+    if algorithm:  # a strided problem cannot be Winograd or FFT; an fp32 reference is not what the bounds are against
+        assert bound_for_plan(parse_descriptor("mb2ic16ih14oc8oh7kh3sh2ph1"), bound, notes).algorithm is None
+        fp32_ref = bound_for_plan(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound, notes, reference="torch")
+        assert fp32_ref.algorithm is None and (bound != "exact" or "float64 reference" in fp32_ref.why)
 
 
 def test_a_core_error_names_its_setting_and_the_cli_shows_the_flag(tmp_path):

@@ -10,6 +10,7 @@ from fractions import Fraction
 import pytest
 import torch
 
+from convcheck import fft
 from convcheck import winograd as W
 from convcheck.backends import torch_conv
 from convcheck.bound import gamma
@@ -65,8 +66,9 @@ def test_winograd_and_fft_in_float64_are_the_direct_convolution(desc, mode, dire
     x, w, dy = _operands(p)
     ref = torch_conv.compute(p, x, w, dy)[0]
     a = torch_conv.compute(p, x.abs(), w.abs(), dy.abs())[0]
-    fft = W.fft_conv(p, x, w, dy, torch.float64)
-    assert fft.shape == ref.shape and float((fft - ref).abs().max()) < 1e-12 * float(a.max())
+    for power_of_two in (False, True):
+        by_fft = fft.conv(p, x, w, dy, torch.float64, power_of_two)
+        assert by_fft.shape == ref.shape and float((by_fft - ref).abs().max()) < 1e-12 * float(a.max())
     for t in TRANSFORMS:
         ours = W.conv(p, x, w, dy, t, torch.float64)
         mag = W.magnitude(p, x, w, dy, t)
