@@ -348,11 +348,11 @@ CHUNK_ELEMENTS = 2 ** 24
 
 
 def _c2(v):
-    """The squared half-ulp of fp32 at |v| (convcheck.rounding.half_ulp), float64."""
-    from .rounding import BINADE_SLACK, half_ulp
+    """The squared half-ulp of fp32 at |v| (convcheck.rounding.half_ulp_squared), float64; the binade
+    taken at |v|(1 + BINADE_SLACK), so a computed value a few ulps across a power of two is covered."""
+    from .rounding import BINADE_SLACK, half_ulp_squared
 
-    c = half_ulp(v.abs() * (1.0 + BINADE_SLACK), "fp32")
-    return c * c
+    return half_ulp_squared(v * (1.0 + BINADE_SLACK), "fp32")
 
 
 def _is_power_of_two(v: float) -> bool:
@@ -397,14 +397,13 @@ def _sum_energy(lt, rt):
     step = max(1, CHUNK_ELEMENTS // max(1, g * i * s * a * a))
     for j0 in range(0, j, step):
         p = lt[:, :, None] * rt[:, None, j0:j0 + step]  # (G, I, J', S, a, a)
-        best = None
-        for backwards in (False, True):
-            pp = p.flip(3) if backwards else p
-            lv = pp != 0
-            adds = lv & (lv.cumsum(3) > 1)
-            e = (_c2(pp.cumsum(3)) * adds).sum(3)
-            best = e if best is None else torch.maximum(best, e)
-        out[:, :, j0:j0 + step] = best
+        prefix = p.cumsum(3)  # the natural order's running sums
+        suffix = prefix[:, :, :, -1:] - prefix + p  # the reversed order's (float64: exact enough for a binade)
+        lv = p != 0
+        count = lv.cumsum(3, dtype=torch.int32)
+        natural = (_c2(prefix) * (lv & (count > 1))).sum(3)  # live, after the first live term
+        backward = (_c2(suffix) * (lv & (count < count[:, :, :, -1:]))).sum(3)  # live, a live term after it
+        out[:, :, j0:j0 + step] = torch.maximum(natural, backward)
     u2 = 2.0 ** -48
     return out + u2 * _point_sum(lt * lt, rt * rt)
 
