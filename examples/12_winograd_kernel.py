@@ -16,6 +16,11 @@ effect of its coefficients' rounding plus lam*sqrt(the energy of every fp32 roun
 That bound is sharp enough to see a coefficient written 0.16667 for 1/6 (`conv2d_rounded_sixth`),
 an error below what a bound that does not know the algorithm can see.
 
+In your own tests, on your own tensors, the given-data assert takes the same declaration
+(`assert_conv_close(y, x, w, padding=1, algorithm="winograd:4:lavin")`): judged by default at the
+probable level (the rounding model, or twice the error of convcheck's own fp32 Winograd on your
+data), or at `level="rigorous"` by the worst case over the transforms.
+
 Run:  python -m pytest examples/12_winograd_kernel.py -q
  or:  python examples/12_winograd_kernel.py      (prints the cuDNN graph of one problem, then runs the tests)
 """
@@ -33,7 +38,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import check_conv_function  # noqa: E402
+from convcheck import assert_conv_close, check_conv_function  # noqa: E402
 
 # F(4x4,3x3), points 0, 1, -1, 2, -2 and infinity (Lavin & Gray, "Fast Algorithms for Convolutional
 # Neural Networks", 2016): Y = A^T [(G g G^T) . (B^T d B)] A per 6x6 input tile, 4x4 output tile.
@@ -96,6 +101,16 @@ def test_declared_it_passes_in_both_directions():
 def test_a_sixth_written_0_16667_fails():
     recs = check_conv_function(conv2d_rounded_sixth, WINOGRAD_LAYERS, algorithm="winograd:4:lavin")
     assert {r["status"] for r in recs} == {"failed"}
+
+
+def test_in_your_own_test_on_your_own_tensors():
+    """The given-data assert: post-ReLU activations, as a layer sees them."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 32, 14, 14, generator=g).clamp(min=0)
+    w = torch.randn(48, 32, 3, 3, generator=g) * 0.1
+    assert_conv_close(conv2d(x, w, padding=1), x, w, padding=1, algorithm="winograd:4:lavin")
+    with pytest.raises(AssertionError, match="Level: probable"):
+        assert_conv_close(conv2d_rounded_sixth(x, w, padding=1), x, w, padding=1, algorithm="winograd:4:lavin")
 
 
 def main() -> int:

@@ -36,6 +36,16 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
 
 
+def _fp32_fill(p, seed):
+    """convcheck's random fill (uniform in [-1, 1), fp32 values) as float64, the float64 answer, and the
+    lambda of the check's false-alarm probability."""
+    g = torch.Generator().manual_seed(seed)
+    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64).mul(2).sub(1).float().double()
+                for s in (p.x_shape, p.w_shape, p.y_shape))
+    ref = torch_conv.compute(p, x, w, dy)[0]
+    return x, w, dy, ref, lambda_for(4 * ref.numel(), 1e-6)
+
+
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_the_rounding_energy_covers_every_published_transform_and_is_sharp(direction):
     """fp32 Winograd on convcheck's random fill, every published point set: the error over
@@ -43,11 +53,7 @@ def test_the_rounding_energy_covers_every_published_transform_and_is_sharp(direc
     and the largest error/allowed is below 1 but above 0.2 (measured 0.33-0.48): the allowance is a few
     times the error, not the hundreds of times of the worst case over the transforms."""
     p = parse_descriptor("mb2ic16ih14oc16oh14kh3ph1").with_(direction=direction)
-    g = torch.Generator().manual_seed(0)
-    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64).mul(2).sub(1).float().double()
-                for s in (p.x_shape, p.w_shape, p.y_shape))
-    ref = torch_conv.compute(p, x, w, dy)[0]
-    lam = lambda_for(4 * ref.numel(), 1e-6)
+    x, w, dy, ref, lam = _fp32_fill(p, seed=0)
     for t in TRANSFORMS:
         ours = winograd.conv(p, x.float(), w.float(), dy.float(), t).double()
         energy = winograd.rounding_energy(winograd.form(p, x, w, dy, t, t.tensors()))
@@ -64,11 +70,7 @@ def test_the_fft_variance_covers_torch_fft_at_both_sizes_and_is_sharp(direction)
     sqrt(variance) has RMS at most 1 (the model covers the real variance; measured 0.22-0.67 over
     ResNet-50-sized maps) and above 0.15 (not slack); the largest error/allowed is below 1."""
     p = parse_descriptor("g2mb3ic8ih13iw10oc6oh13ow10kh5kw3ph2pw2").with_(direction=direction)
-    g = torch.Generator().manual_seed(1)
-    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64).mul(2).sub(1).float().double()
-                for s in (p.x_shape, p.w_shape, p.y_shape))
-    ref = torch_conv.compute(p, x, w, dy)[0]
-    lam = lambda_for(4 * ref.numel(), 1e-6)
+    x, w, dy, ref, lam = _fp32_fill(p, seed=1)
     var = fft.variance(p, x, w, dy)
     assert var.shape == ref.shape
     for power_of_two in (False, True):
