@@ -16,6 +16,10 @@ effect of its coefficients' rounding plus lam*sqrt(the energy of every fp32 roun
 That bound is sharp enough to see a coefficient written 0.16667 for 1/6 (`conv2d_rounded_sixth`),
 an error below what a bound that does not know the algorithm can see.
 
+`conv2d_fft` computes the same convolution by the FFT, declared `--algorithm fft` and judged by
+the FFT's bound (every output of a map gets the same allowance: an FFT spreads each rounding over
+the whole map).
+
 In your own tests, on your own tensors, the given-data assert takes the same declaration
 (`assert_conv_close(y, x, w, padding=1, algorithm="winograd:4:lavin")`): judged by default at the
 probable level (the rounding model, or twice the error of convcheck's own fp32 Winograd on your
@@ -84,6 +88,21 @@ def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=
 
 
 conv2d_rounded_sixth = functools.partial(conv2d, sixth=0.16667)
+
+
+def conv2d_fft(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv2d, stride 1, by the FFT in fp32/complex64: the padded map and the kernel
+    transformed at the map's size, the products summed over channels, transformed back (declare it with
+    algorithm='fft')."""
+    if stride not in (1, (1, 1)) or dilation not in (1, (1, 1)) or groups != 1:
+        raise NotImplementedError("this kernel computes stride-1, undilated, ungrouped convolutions")
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
+    x = F.pad(input.float(), (pw, pw, ph, ph))
+    size = x.shape[2:]
+    kh, kw = weight.shape[2:]
+    spectrum = torch.fft.rfft2(x, s=size)[:, None] * torch.fft.rfft2(weight.float(), s=size).conj()[None]
+    y = torch.fft.irfft2(spectrum.sum(2), s=size)  # a correlation: the kernel's spectrum conjugated
+    return y[:, :, :size[0] - kh + 1, :size[1] - kw + 1].to(input.dtype)
 WINOGRAD_LAYERS = ['mb2ic32ih16oc32oh16kh3ph1n"16x16: whole tiles"', 'mb1ic16ih15oc24oh15kh3ph1n"15x15: partial tiles"']
 
 
@@ -101,6 +120,11 @@ def test_declared_it_passes_in_both_directions():
 def test_a_sixth_written_0_16667_fails():
     recs = check_conv_function(conv2d_rounded_sixth, WINOGRAD_LAYERS, algorithm="winograd:4:lavin")
     assert {r["status"] for r in recs} == {"failed"}
+
+
+def test_an_fft_kernel_declared_passes():
+    recs = check_conv_function(conv2d_fft, WINOGRAD_LAYERS, algorithm="fft")
+    assert {r["status"] for r in recs} == {"passed"}, [(r["problem"], r["bound_ratio"]) for r in recs]
 
 
 def test_in_your_own_test_on_your_own_tensors():

@@ -36,6 +36,29 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
 
 
+def _main(*args):
+    """The command line in this process (convcheck.cli.main, what ``python -m convcheck`` runs): (exit code,
+    stdout, stderr), for what is said before any report (a mistake's one line)."""
+    import contextlib
+    import io
+    import os
+
+    from convcheck.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse
+                code = e.code
+    finally:
+        os.chdir(here)
+    return code, out.getvalue(), err.getvalue()
+
+
 def _fp32_fill(p, seed):
     """convcheck's random fill (uniform in [-1, 1), fp32 values) as float64, the float64 answer, and the
     lambda of the check's false-alarm probability."""
@@ -91,8 +114,11 @@ def test_declared_fft_passes_in_every_direction_and_is_recorded(tmp_path):
                 assert r.record()["algorithm"] == "fft" and r.comparison.bound == "fft"
     done = _cli("check", "mb1ic8ih9oc8oh9kh3ph1", "--backend", f"{IMPLS}:fft_fprop", "--algorithm", "fft")
     assert done.returncode == 0 and "(fft: false-alarm probability" in done.stdout, done.stdout + done.stderr
-    done = _cli("check", "mb1ic8ih9oc8oh5kh3sh2ph1", "--backend", f"{IMPLS}:fft_fprop", "--algorithm", "fft")
-    assert done.returncode == 2 and "stride 1" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    code, out, err = _main("check", "mb1ic8ih9oc8oh5kh3sh2ph1", "--backend", f"{IMPLS}:fft_fprop", "--algorithm", "fft")
+    assert code == 2 and "stride 1" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = _main("check", "mb1ic8ih9oc8oh9kh3ph1", "--backend", f"{IMPLS}:fft_fprop", "--algorithm", "fft",
+                           "--reference", "torch")
+    assert code == 2 and "float64 reference" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_declared_winograd_passes_and_undeclared_is_told_how_to_declare():
@@ -142,10 +168,10 @@ def test_an_algorithm_a_problem_or_backend_cannot_take_is_one_line_exit_2():
         backend = f"{IMPLS}:f4_lavin_fprop"
         if "--stride" in args:
             desc, args = "mb1ic8ih9oc8oh5kh3sh2ph1", args[:2]
-        done = _cli("check", desc, "--backend", backend, *args)
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    done = _cli("check", "mb1ic8ih9oc8oh9kh3ph1", "--backend", "torch", "--algorithm", "winograd:4")
+        code, out, err = _main("check", desc, "--backend", backend, *args)
+        assert code == 2, out + err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    done = _cli("check", "mb1ic8ih9oc8oh9kh3ph1", "--backend", "torch", "--algorithm", "winograd:4")  # the real process
     assert done.returncode == 2 and "your function" in done.stderr
 
 

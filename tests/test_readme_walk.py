@@ -68,6 +68,7 @@ COMMANDS = [
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d --algorithm winograd:4", 0),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_rounded_sixth "
      "--algorithm winograd:4", 1),
+    ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_fft --algorithm fft", 0),
 ]
 #: Examples on the light install (README "Examples"): 08, 11 and 12 are pytest files, 10 needs the frontend.
 EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3, "12_winograd_kernel.py": 3}

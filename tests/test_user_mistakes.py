@@ -205,6 +205,7 @@ _option = st.sampled_from([
     ("--max-memory", "0"), ("--max-memory", "64K"), ("--repeat", "0"), ("--engine", "3"), ("--backend", "im2col"),
     ("--reference", "torch"), ("--backend", "numpy"), ("--device", "gpu"), ("--json",), ("--level", "rigorous"),
     ("--level", "sure"), ("--timeout", "-1"), ("--timeout", "x"), ("--timeout", "30"), ("--timeout", "inf"),
+    ("--algorithm", "fft"), ("--algorithm", "winograd:4"), ("--algorithm", "winograd:x"), ("--plant", "fft-wraparound"),
 ])
 
 
