@@ -1,7 +1,7 @@
 """The bound of a convolution computed by a fast algorithm: what an implementation declares
 (``--algorithm``, ``algorithm=``) and the allowance derived for it (docs/DESIGN.md 3e). Winograd
 and the FFT; a cuDNN engine whose numerical notes name one is judged by the same bounds
-(:func:`for_engine_notes`).
+(:func:`from_engine_notes`).
 
 A Winograd implementation transforms its data, so its rounding error is not a direct sum's:
 the direct-summation bound fails correct F(4,3) and F(6,3) work on the exact fill and barely
@@ -400,14 +400,12 @@ class GivenFastBound(_FastBound):
         mags = super().magnitudes(inputs, device)
         if self.level == "rigorous":
             return mags
+        from .backends import torch_conv
+
         ops = [_tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")]
-        exact = None
+        exact = torch_conv.compute(self.problem, *ops)[0]
         own = None
         for answer in self._own_answers(ops):
-            if exact is None:
-                from .backends import torch_conv
-
-                exact = torch_conv.compute(self.problem, *ops)[0]
             e = (answer.to(torch.float64) - exact).abs()
             own = e if own is None else torch.maximum(own, e)
         return mags._replace(stage=own)
@@ -453,9 +451,9 @@ def bound_for(algorithm: Algorithm, problem, data: str, p_false: float = DEFAULT
         raise BadInput(f"{algorithm.text}: a fused epilogue ({'+'.join(problem.fuse)}) is not modelled "
                        "with a fast algorithm; check the convolution alone", option="algorithm")
     if algorithm.kind == "fft":
-        why = winograd.applies(problem)
-        if why and "square kernel" not in why:
-            raise BadInput(f"fft: {why.replace('Winograd', 'the FFT convolution')}", option="algorithm")
+        why = fft.applies(problem)
+        if why:
+            raise BadInput(f"fft: {why}", option="algorithm")
         inner = FFTBound(problem, algorithm, p_false)
     else:
         inner = WinogradBound(problem, algorithm, p_false, algorithm.transforms(problem))

@@ -98,23 +98,39 @@ def operands(problem, x, w, dy) -> Correlation:
     return Correlation(left, right, tuple(problem.kernel), assemble_w)
 
 
+def applies(problem) -> str:
+    """Why the FFT convolution here cannot compute ``problem`` ('' where it can): Winograd's reach
+    (2-D, stride 1, undilated, not 1x1), any kernel shape."""
+    from .winograd import applies as winograd_applies
+
+    why = winograd_applies(problem)
+    return "" if not why or "square kernel" in why else why.replace("Winograd", "the FFT convolution")
+
+
 def _refuse(problem) -> None:
-    from .winograd import applies
-
     why = applies(problem)
-    if why and "square kernel" not in why:
-        raise ValueError(why.replace("Winograd", "the FFT convolution"))
+    if why:
+        raise ValueError(why)
 
 
-def transform_size(problem, power_of_two: bool = False) -> tuple[int, int]:
-    """The 2-D transform size: the padded map's (or the next powers of two)."""
-    (t, l), (b, r) = problem.pad_pre, problem.pad_post
-    if problem.direction == "dgrad":
-        kh, kw = problem.kernel
-        size = (problem.output[0] + 2 * (kh - 1) - t - b, problem.output[1] + 2 * (kw - 1) - l - r)
-    else:
-        size = (problem.input[0] + t + b, problem.input[1] + l + r)
+def transform_size(c: Correlation, power_of_two: bool = False) -> tuple[int, int]:
+    """The 2-D transform size of ``c``: its padded map's (or the next powers of two)."""
+    size = tuple(c.right.shape[-2:])
     return tuple(1 << max(0, math.ceil(math.log2(s))) for s in size) if power_of_two else size
+
+
+def correlate(c: Correlation, size, conjugate: bool = True):
+    """``c``'s sum of circular correlations by transforms of ``size``, (G, I, J, oh, ow): the left
+    operand's spectrum conjugated (``conjugate=False`` gives the convolution instead); where ``size``
+    is shorter than the outputs, what the transform does not reach is zero."""
+    import torch
+    import torch.nn.functional as F
+
+    fl = torch.fft.rfft2(c.left, s=size)
+    prod = torch.einsum("gisab,gjsab->gijab", fl.conj() if conjugate else fl, torch.fft.rfft2(c.right, s=size))
+    out = torch.fft.irfft2(prod, s=size)[..., :c.out_size[0], :c.out_size[1]]
+    short = (c.out_size[0] - out.shape[-2], c.out_size[1] - out.shape[-1])
+    return F.pad(out, (0, short[1], 0, short[0])) if any(short) else out
 
 
 def conv(problem, x, w, dy, compute=None, power_of_two: bool = False):
@@ -126,12 +142,7 @@ def conv(problem, x, w, dy, compute=None, power_of_two: bool = False):
     _refuse(problem)
     compute = compute or torch.float32
     c = operands(problem, *(None if a is None else a.to(compute).contiguous() for a in (x, w, dy)))
-    size = transform_size(problem, power_of_two)
-    fl = torch.fft.rfft2(c.left, s=size).conj()
-    fr = torch.fft.rfft2(c.right, s=size)
-    prod = torch.einsum("gisab,gjsab->gijab", fl, fr)
-    out = torch.fft.irfft2(prod, s=size)[..., :c.out_size[0], :c.out_size[1]]
-    return c.assemble(out.contiguous())
+    return c.assemble(correlate(c, transform_size(c, power_of_two)).contiguous())
 
 
 def _hermitian_weights(size, like):
@@ -158,7 +169,7 @@ def variance(problem, x, w, dy):
 
     _refuse(problem)
     c = operands(problem, *(None if a is None else a.to(torch.float64).contiguous() for a in (x, w, dy)))
-    size = transform_size(problem)
+    size = transform_size(c)
     n_freq = size[0] * size[1]
     stages = sum(math.ceil(math.log2(s)) for s in size if s > 1)
     u2 = 2.0 ** -48

@@ -16,9 +16,9 @@ Lavin's 0, +-1, +-2 has 8s in A^T; oneDNN's 0, +-5/8, +-3/2 keeps them near 1), 
 as 1/6 is not exact in binary, one more rounding per use. :data:`PUBLISHED` names the sets in use.
 
 The convolutions here (:func:`conv`; the FFT's is :func:`convcheck.fft.conv`) are plain, correct
-implementations for the tests, the benchmark and the fast-algorithm plants: stride 1, no dilation, 2-D, any groups and padding,
-each transform evaluated as a product by its matrix in the compute type (fp32 by default),
-the output rounded once to the tensor type.
+implementations for the tests, the benchmark and the fast-algorithm plants: stride 1, no dilation,
+2-D, any groups and padding, each transform evaluated as a product by its matrix in the compute
+type (fp32 by default), the output rounded once to the tensor type.
 """
 
 from __future__ import annotations

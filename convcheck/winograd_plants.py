@@ -28,10 +28,12 @@ BUGS = {
 }
 
 
+_WRITTEN = {"winograd-coefficient": 0.1667, "winograd-coefficient-subtle": 0.16667}
+
+
 def algorithm(bug: str) -> str:
     """What ``bug``'s implementation computes by (``--algorithm``)."""
     return "fft" if bug.startswith("fft-") else ALGORITHM
-_WRITTEN = {"winograd-coefficient": 0.1667, "winograd-coefficient-subtle": 0.16667}
 
 
 def transform() -> winograd.Transform:
@@ -41,11 +43,7 @@ def transform() -> winograd.Transform:
 def applies(bug: str, problem) -> str | None:
     """None if ``bug`` changes ``problem``'s answer (the tile bugs need two tiles across), else why not."""
     if bug.startswith("fft-"):
-        try:
-            fft._refuse(problem)
-        except ValueError as e:
-            return str(e)
-        return None
+        return fft.applies(problem) or None
     why = winograd.applies(problem)
     if why:
         return why
@@ -134,16 +132,8 @@ def _fft_bug(bug: str, problem, ops):
     """The FFT convolution (convcheck.fft.conv) with ``bug``: a transform the output's size, kernel - 1
     short of the padded map per dimension (the map's last rows and columns are cut, and the last outputs
     read around the circle), or the kernel's spectrum used as it is (its conjugate gives the correlation)."""
-    import torch
-
     c = fft.operands(problem, *ops)
-    size = fft.transform_size(problem)
+    size = fft.transform_size(c)
     if bug == "fft-wraparound":
         size = (size[0] - problem.kernel[0] + 1, size[1] - problem.kernel[1] + 1)
-    fl = torch.fft.rfft2(c.left, s=size)
-    fl = fl if bug == "fft-unconjugated" else fl.conj()
-    prod = torch.einsum("gisab,gjsab->gijab", fl, torch.fft.rfft2(c.right, s=size))
-    out = torch.fft.irfft2(prod, s=size)[..., :c.out_size[0], :c.out_size[1]]
-    if out.shape[-2:] != tuple(c.out_size):  # a map smaller than the kernel: what the short transform keeps
-        out = torch.nn.functional.pad(out, (0, c.out_size[1] - out.shape[-1], 0, c.out_size[0] - out.shape[-2]))
-    return c.assemble(out.contiguous())
+    return c.assemble(fft.correlate(c, size, conjugate=bug != "fft-unconjugated").contiguous())
