@@ -36,6 +36,7 @@ from _checks import checked  # noqa: E402
 from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 
 from convcheck import winograd  # noqa: E402
+from convcheck.errors import BadInput  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 from convcheck.sweep import collect  # noqa: E402
 from convcheck.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
     print(f"# {_paths.apply(args)}")
     start = time.perf_counter()
     worst = defaultdict(float)  # (net, direction, dtype, impl) -> largest error/allowed
-    rows = defaultdict(lambda: {"correct": 0, "alarms": 0, "plants": 0, "visible": 0, "caught": 0})
+    rows = defaultdict(lambda: {"correct": 0, "alarms": 0, "plants": 0, "visible": 0, "caught": 0, "invisible": 0})
     missed, left_out, alarms = [], [], []
     plant_ratio = defaultdict(list)  # bug -> error / the correct F(4,3)'s error
     chosen = ([("given", parse_descriptor(d), None) for d in args.problem] if args.problem else
@@ -115,7 +116,14 @@ def main(argv=None) -> int:
                         rows[key]["alarms"] += 1
                         alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
                 for bug in plants:
-                    r, e = checked(p, backend="torch", plant=bug)
+                    try:
+                        r, e = checked(p, backend="torch", plant=bug)
+                    except BadInput as refused:  # the bug cannot change these inputs' answer, even in float64
+                        if refused.option != "plant":
+                            raise
+                        rows[key]["invisible"] += 1
+                        cells.append(f"{bug} refused (no effect)")
+                        continue
                     if r.status == "unsupported":
                         continue
                     peer = PEER[algorithm_of(bug)]
@@ -142,9 +150,11 @@ def main(argv=None) -> int:
         print(f"| {' | '.join(key)} | {r['correct']} | {r['alarms']} | "
               + " | ".join(f"{worst[key + (n,)]:.2f}" for n in names)
               + f" | {r['plants']} | {r['visible']} | {r['caught']} |")
-    total = {k: sum(r[k] for r in rows.values()) for k in ("correct", "alarms", "visible", "caught")}
+    total = {k: sum(r[k] for r in rows.values()) for k in ("correct", "alarms", "visible", "caught", "invisible")}
     print(f"\nIn all: {total['correct']} correct checks, {total['alarms']} false alarms; "
-          f"{total['caught']} of {total['visible']} visible plants caught.")
+          f"{total['caught']} of {total['visible']} visible plants caught"
+          + (f"; {total['invisible']} plants refused, as these inputs cannot show them (not counted)" if total["invisible"] else "")
+          + ".")
     for bug, ratios in plant_ratio.items():
         print(f"- {bug}: error {min(ratios):.3g}x to {max(ratios):.3g}x the correct {PEER[algorithm_of(bug)]}'s")
     for line in alarms:

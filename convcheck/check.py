@@ -5,6 +5,7 @@ reference -> bound -> comparison -> result. Knows nothing of the command line.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 
 from dataclasses import dataclass, field, replace
@@ -417,7 +418,13 @@ def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs
     """A planted bug that cannot change these inputs' answer proves nothing: refuse it. Asked
     only of a plant the check did not catch (what it costs is another float64 computation of
     the correct and the planted answer; a caught plant has shown its effect)."""
+    from .winograd_plants import BUGS as FAST_PLANTS, INVISIBLE_BELOW
+
     if plants.effect(plant, problem, inputs) == 0.0:
+        if plant in FAST_PLANTS:  # its algorithm's own bound is the only one that judges it
+            raise BadInput(f"the planted bug {plant} does not change this problem's answer (in float64 no output "
+                           f"moves by more than 2^{round(math.log2(INVISIBLE_BELOW))} of the largest: e.g. what "
+                           "wraps around is padding zeros); choose another problem or bug", option="plant")
         raise BadInput(f"the planted bug {plant} does not change the answer under the {bound_name} bound "
                        f"({inputs.kind} fill: {'inputs already on its grid' if inputs.kind == 'exact' else 'no effect'}); "
                        "choose another bound or bug", option="plant")

@@ -119,6 +119,14 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
     return Algorithm("winograd", m, points=points)
 
 
+def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
+    """The fast algorithm a check asks to be judged by: a fast-algorithm plant's own, else
+    ``algorithm`` (what a record of it names, checked or not; :func:`declared` says whether it may be)."""
+    from .winograd_plants import BUGS as FAST_PLANTS, algorithm as planted_algorithm
+
+    return parse_algorithm(planted_algorithm(plant) if plant in FAST_PLANTS else algorithm)
+
+
 def declared(algorithm: str | None, backend: str, plant: str | None = None, bound: str | None = None,
              reference: str | None = None):
     """The fast algorithm the implementation under test computes by (None: a direct sum), where one may
@@ -128,9 +136,9 @@ def declared(algorithm: str | None, backend: str, plant: str | None = None, boun
     (BadInput), said once: a sweep asks before its first check."""
     from .backends import float64, is_user_function
     from .errors import BadInput
-    from .winograd_plants import BUGS as FAST_PLANTS, algorithm as planted_algorithm
+    from .winograd_plants import BUGS as FAST_PLANTS
 
-    chosen = parse_algorithm(planted_algorithm(plant)) if plant in FAST_PLANTS else parse_algorithm(algorithm)
+    chosen = asked(algorithm, plant)
     if chosen is None:
         return None
     if reference not in (None, "auto") and not float64(reference):

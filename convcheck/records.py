@@ -31,6 +31,8 @@ def record_key(rec: dict) -> str:
         key += f"|engine={rec['engine']}"
     if rec.get("engine_pinned"):  # one plan asked for by name (shrink, hunt --engine)
         key += f"|pinned={rec['engine_pinned']}"
+    if rec.get("algorithm"):  # the fast algorithm a function declared: winograd:4 and winograd:6 are two checks
+        key += f"|algorithm={rec['algorithm']}"
     return key
 
 

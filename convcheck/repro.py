@@ -10,6 +10,13 @@ files beside it), executes, hands the output to torch by DLPack, recomputes it i
 with cuDNN disabled, and applies the same bound, whose numbers are computed here for the
 problem and written into the script. Without a GPU the script builds and prints the graph
 and exits 3.
+
+A record of your own function is the same with the function called instead of cuDNN
+(``function_repro_template.py.txt``). Where the function declared a fast algorithm, its bound's
+per-output parts come from convcheck's Winograd or FFT rounding analysis, which the script does not
+carry: they are computed here from the record's inputs and written beside the script as
+``<stem>_fast_bound.npz`` with the inputs' SHA-256, and the script applies the bound's formula to
+them (refusing, exit 3, inputs that are not those).
 """
 
 from __future__ import annotations
@@ -68,7 +75,8 @@ def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: boo
 
 
 def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: float, fill_device: str,
-                    bound_name: str, terms, variance: bool, text: str, data_files: dict | None) -> dict:
+                    bound_name: str, terms, variance: bool, text: str, data_files: dict | None,
+                    fast_file: str | None = None) -> dict:
     """The values of the part every script shares (the problem, the inputs, the bound)."""
     return {
         "PROBLEM": problem.descriptor(), "DIRECTION": problem.direction, "DTYPE": problem.dtype, "MODE": problem.mode,
@@ -81,7 +89,7 @@ def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: floa
         "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
         "LEAKY_SLOPE": LEAKY_SLOPE, "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
         "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": tuple(float(t) for t in terms),
-        "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text,
+        "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text, "FAST_BOUND_FILE": fast_file,
     }
 
 
@@ -143,10 +151,12 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
                   source=f"the record of {record_label(rec)} ({rec.get('status')}){where}", file_name=file_name)
 
 
-def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
+def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fast_file: str | None = None) -> str:
     """The script of a record of your own function (``FILE.py:NAME`` or ``module:NAME``): it
     imports the function, draws the recorded inputs, calls it as convcheck did and judges
-    the answer with the record's bound against torch's float64 convolution."""
+    the answer with the record's bound against torch's float64 convolution. A record of a declared
+    fast algorithm reads its allowance's per-output parts from ``fast_file`` beside it
+    (:func:`write_fast_allowance`)."""
     from .backends import is_user_function
     from .backends.user_function import call_for
     from .records import problem_from_record, record_label
@@ -159,9 +169,9 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
     if rec.get("fill") == "given" or rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
         raise BadInput(f"record {record_label(rec)} holds no check of convcheck's own inputs ({rec.get('status')})")
     problem = problem_from_record(rec)
-    if rec.get("algorithm"):
-        raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {rec['algorithm']}, which a "
-                       "standalone script does not carry yet; 'convcheck rerun' of the record reproduces it")
+    if rec.get("algorithm") and not fast_file:
+        raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {rec['algorithm']}: its "
+                       "script reads that allowance from a file written beside it; give --out FILE", option="output")
     info = rec.get("backend_info") or {}
     attr = name.rpartition(":")[2]
     # a file by its absolute path (the script may run from anywhere); a module by its name
@@ -170,11 +180,15 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
     path = Path(info.get("source") or named).resolve() if named else None
     function = f"{path}:{attr}" if path else name
     device = rec.get("backend_device") or info.get("device") or "cpu"
-    bound_name = resolve_bound((rec.get("comparison") or {}).get("bound") or rec.get("bound"), problem, "random")
-    fill = rec.get("fill") or ("exact" if bound_name == "exact" else "random")
     dev = "cuda" if str(device).startswith("cuda") else "cpu"
-    terms, variance, text = _bound_numbers(bound_name, problem, "random", False, sides=(name, "torch64"),
-                                           devices=(dev, dev), contract=rec.get("contract"))
+    if rec.get("algorithm"):
+        bnd = _fast_bound(rec, problem)
+        bound_name, fill, terms, variance, text = bnd.name, "random", bnd.terms(), False, bnd.derivation()
+    else:
+        bound_name = resolve_bound((rec.get("comparison") or {}).get("bound") or rec.get("bound"), problem, "random")
+        fill = rec.get("fill") or ("exact" if bound_name == "exact" else "random")
+        terms, variance, text = _bound_numbers(bound_name, problem, "random", False, sides=(name, "torch64"),
+                                               devices=(dev, dev), contract=rec.get("contract"))
     call = call_for(problem)
     values = {
         "TITLE": f"your function's {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
@@ -185,9 +199,57 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "") -> 
         "CALL_PADDING": list(call.padding), "CALL_OUTPUT": list(call.full), "KEPT_FROM": list(call.skip),
         **_problem_values(problem, seed=int(rec.get("seed") or 0), fill=fill, density=float(rec.get("density") or 1.0),
                           fill_device=rec.get("fill_device") or "cpu", bound_name=bound_name, terms=terms,
-                          variance=variance, text=text, data_files=None),
+                          variance=variance, text=text, data_files=None, fast_file=fast_file),
     }
     return _fill_in("function", values)
+
+
+def _fast_bound(rec: dict, problem: ConvProblem):
+    """The bound of the fast algorithm ``rec``'s function declared, on convcheck's random fill."""
+    from .fast_bound import bound_for, parse_algorithm
+
+    return bound_for(parse_algorithm(rec["algorithm"]), problem, "random")
+
+
+def inputs_sha256(x, w, dy) -> str:
+    """SHA-256 of the inputs as float64, logical (N, C, spatial) order, the roles present in order x, w,
+    dy: what ties a fast-algorithm allowance file to the inputs it was computed from (the script
+    computes the same of what it draws)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for a in (x, w, dy):
+        if a is not None:
+            digest.update(torch.as_tensor(a).to("cpu", torch.float64).contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def write_fast_allowance(rec: dict, path: Path) -> None:
+    """The per-output parts of a declared fast algorithm's allowance for ``rec``'s inputs, as a .npz
+    at ``path``: ``a`` (what is added whole: the transforms' coefficients rounded to fp32, the float64
+    reference's own error) and ``s2`` (the first-order rounding energy or variance), float64 shaped like
+    the result, and the inputs' SHA-256. convcheck computes them (its Winograd and FFT rounding
+    analysis, docs/DESIGN.md 3e, which a standalone script does not carry); the script applies
+    ``a + lam*sqrt(proxy*s2)`` and the stored output's rounding itself, from BOUND_TERMS."""
+    import torch
+
+    from .dtypes import torch_dtype
+    from .fill import make_inputs
+    from .records import problem_from_record, record_label
+
+    problem = problem_from_record(rec)
+    if (rec.get("fill_device") or "cpu") != "cpu":
+        raise BadInput(f"record {record_label(rec)} drew its inputs on a GPU; its fast-algorithm allowance is "
+                       "computed from them: write its script where that GPU is", option="output")
+    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind="random", device="cpu")
+    bnd = _fast_bound(rec, problem)
+    mags = bnd.magnitudes(inputs, "cpu")
+    stored = [None if a is None else torch.as_tensor(a).to(torch.float32).to(torch_dtype(problem.dtype))
+              for a in (inputs.x, inputs.w, inputs.dy if problem.direction != "fprop" else None)]
+    np.savez_compressed(path, a=mags.a.cpu().numpy(), s2=mags.s2.cpu().numpy(), inputs_sha256=inputs_sha256(*stored),
+                        algorithm=rec["algorithm"])
 
 
 def write_reproducer(rec: dict, path, where: str = "") -> Path:
@@ -204,7 +266,11 @@ def write_reproducer(rec: dict, path, where: str = "") -> Path:
                        "'convcheck rerun' of the record reproduces it")
     path = Path(path)
     writable_file(str(path), "repro")
-    return _write(path, function_script(rec, file_name=path.name, where=where))
+    fast_file = None
+    if rec.get("algorithm"):  # the allowance's per-output parts, beside the script
+        fast_file = f"{path.stem}_fast_bound.npz"
+        write_fast_allowance(rec, path.with_name(fast_file))
+    return _write(path, function_script(rec, file_name=path.name, where=where, fast_file=fast_file))
 
 
 def _write(path: Path, text: str) -> Path:

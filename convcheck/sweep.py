@@ -80,14 +80,19 @@ def _resolved_bound(name: str | None, problem, data: str = "random") -> str | No
 
 def _identity(item: "Item", options: SweepOptions) -> dict:
     """The fields of a record that ``record_key`` reads, for an item checked with (resolved) ``options``."""
+    from .fast_bound import asked
+
     p = item.problem
+    fast = asked(options.algorithm, options.plant)  # a declared fast algorithm names its own bound
+    bound = fast.bound if fast else _resolved_bound(options.bound, p, "random" if item.inputs is None else "given")
     return {
         "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
         "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
         "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
-        "bound": _resolved_bound(options.bound, p, "random" if item.inputs is None else "given"), "seed": options.seed, "backend": options.backend, "reference": options.reference,
+        "bound": bound, "seed": options.seed, "backend": options.backend, "reference": options.reference,
         "planted_bug": options.plant, **({"engines": "all"} if options.all_engines else {}),
         **({"engine_pinned": options.engine} if options.engine else {}),
+        **({"algorithm": fast.text} if fast else {}),
     }
 
 

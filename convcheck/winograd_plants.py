@@ -61,37 +61,67 @@ def _tiles(problem, m: int) -> tuple[int, int]:
     return -(-down // m), -(-across // m)
 
 
-def _matrices(bug: str):
-    """(A^T, G, B^T) in fp32, G's 1/6 entries written as the bug writes them."""
+def _matrices(bug: str, compute):
+    """(A^T, G, B^T) in ``compute`` (torch.float32 or float64, each entry the nearest to its exact
+    value), G's 1/6 entries written as the bug writes them."""
     import torch
 
     t = transform()
     at, g, bt = t.matrices
     written = _WRITTEN.get(bug)
-    g = [[(written if x == Fraction(1, 6) else -written if x == Fraction(-1, 6) else float(x)) if written else float(x)
-          for x in row] for row in g]
-    as_tensor = lambda m: torch.tensor([[float(x) for x in row] for row in m], dtype=torch.float32)  # noqa: E731
-    return as_tensor(at), torch.tensor(g, dtype=torch.float32), as_tensor(bt)
+    if written:
+        g = [[written if x == Fraction(1, 6) else -written if x == Fraction(-1, 6) else x for x in row] for row in g]
+    as_tensor = lambda m: torch.tensor([[float(x) for x in row] for row in m], dtype=compute)  # noqa: E731
+    return as_tensor(at), as_tensor(g), as_tensor(bt)
 
 
-def compute(bug: str, problem, inputs):
-    """``problem``'s result with ``bug``, in the problem's tensor type (a torch tensor)."""
+def compute(bug: str, problem, inputs, compute=None):
+    """``problem``'s result with ``bug``, in the problem's tensor type (a torch tensor): computed in fp32
+    (``compute`` None), as a kernel would; in ``compute`` (torch.float64: what the bug changes, with
+    almost nothing else rounded, for :func:`effect`) and returned in it when given."""
     import torch
 
     from . import dtypes
 
-    ops = [None if getattr(inputs, k) is None else torch.as_tensor(getattr(inputs, k)).to(torch.float32).contiguous()
+    ops = [None if getattr(inputs, k) is None else torch.as_tensor(getattr(inputs, k)).to(compute or torch.float32).contiguous()
            for k in ("x", "w", "dy")]
+    store = (lambda y: y) if compute else (lambda y: y.to(dtypes.torch_dtype(problem.dtype)))
     if bug.startswith("fft-"):
-        return _fft_bug(bug, problem, ops).to(dtypes.torch_dtype(problem.dtype))
+        return store(_fft_bug(bug, problem, ops))
     t = transform()
-    b = winograd.form(problem, *ops, t, _matrices(bug))
+    mats = _matrices(bug, compute or torch.float32)
+    b = winograd.form(problem, *ops, t, mats)
     if bug in ("winograd-dropped-tile", "winograd-duplicated-tile", "winograd-border-tile"):
-        b = _tile_bug(bug, problem, ops, t, b)
-    return winograd.evaluate(b).to(dtypes.torch_dtype(problem.dtype))
+        b = _tile_bug(bug, problem, ops, t, b, mats)
+    return store(winograd.evaluate(b))
 
 
-def _tile_bug(bug: str, problem, ops, t, b):
+#: A fast-algorithm bug whose float64 evaluation moves no output by more than this fraction of
+#: max|correct| cannot change what an fp32 implementation computes (2^-30: 64x below the half-ulp of
+#: fp32 at the largest output), and is above what float64 transforms round (2^-46 to 2^-52 measured, F(4,3) and FFT,
+#: 28x28x64 maps): an FFT sized to the output whose wrapped part is padding zeros, a tile whose inputs are zero.
+INVISIBLE_BELOW = 2.0 ** -30
+
+
+def effect(bug: str, problem, inputs) -> float:
+    """max|``bug`` evaluated in float64 - the float64 direct answer| / max|that answer|, 0 where that is
+    below :data:`INVISIBLE_BELOW` (:func:`convcheck.plant.effect`'s measure: 0 is a bug these inputs
+    cannot show). The fp32 plant's own rounding is not in it: that is the correct algorithm's too."""
+    import numpy as np
+    import torch
+
+    from .backends.numpy_ref import compute as exact
+
+    correct = exact(problem, inputs)
+    wrong = compute(bug, problem, inputs, torch.float64).numpy()
+    diff = np.abs(wrong - correct)
+    if np.isnan(diff).any():
+        return float("inf")
+    relative = float(diff.max()) / (float(np.abs(correct).max()) or 1.0)
+    return relative if relative > INVISIBLE_BELOW else 0.0
+
+
+def _tile_bug(bug: str, problem, ops, t, b, mats):
     """The form with its last tile of every map changed (the input tiles, and in wgrad the gradient's)."""
     import torch
 
@@ -111,7 +141,7 @@ def _tile_bug(bug: str, problem, ops, t, b):
             left.index_copy_(2, last, left.index_select(2, last - 1))
     else:  # the border tiles read one column to the right: the whole form again on shifted inputs
         shifted = _shifted(problem, ops)
-        moved = winograd.form(problem, *shifted, t, _matrices(bug)).right
+        moved = winograd.form(problem, *shifted, t, mats).right
         column = torch.arange(n * th) * tw + tw - 1  # each tile row's last tile
         right.index_copy_(tiles_axis, column, moved.index_select(tiles_axis, column))
     return b._replace(left=left, right=right)

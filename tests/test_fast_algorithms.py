@@ -155,6 +155,32 @@ def test_what_a_winograd_plant_cannot_change_is_said():
     assert "one tile wide" in applies("winograd-border-tile", parse_descriptor("mb1ic4ih4oc4oh4kh3ph1"))
 
 
+def test_a_fast_plant_these_inputs_cannot_show_is_refused_and_the_measure_is_the_bug_in_float64(tmp_path):
+    """dgrad with no padding: an FFT sized to the output wraps only the padding zeros around, so in
+    float64 nothing moves (the fp32 plant still differs from float64 by the FFT's own rounding, which
+    is not the bug's). The check refuses it in one line, a sweep records it unsupported; where the
+    wrap reaches data the effect is of order 1 and the check fails."""
+    from convcheck.fill import make_inputs
+    from convcheck.plant import effect
+    from convcheck.winograd_plants import INVISIBLE_BELOW
+
+    hidden = parse_descriptor("mb1ic16ih9oc16oh7kh3ph0").with_(direction="dgrad")
+    assert effect("fft-wraparound", hidden, make_inputs(hidden, 1)) == 0.0
+    shown = hidden.with_(direction="fprop")
+    assert effect("fft-wraparound", shown, make_inputs(shown, 1)) > 0.1
+    subtle = parse_descriptor("mb1ic16ih12oc16oh12kh3ph1")
+    assert INVISIBLE_BELOW < effect("winograd-coefficient-subtle", subtle, make_inputs(subtle, 1)) < 1e-4
+    code, out, err = _main("check", hidden.descriptor(), "--direction", "dgrad", "--plant", "fft-wraparound")
+    assert code == 2 and "does not change this problem's answer" in err and len(err.strip().splitlines()) == 1, err
+    recs = tmp_path / "s.jsonl"
+    code, out, err = _main("sweep", hidden.descriptor(), "mb1ic16ih12oc16oh12kh3ph1", "--direction", "dgrad",
+                           "--plant", "fft-wraparound", "--out", str(recs), "--quiet")
+    got = [json.loads(line) for line in recs.read_text().splitlines()]
+    assert [r["status"] for r in got] == ["unsupported", "failed"], got
+    assert "does not change this problem's answer" in got[0]["message"]
+    assert all(r["bound"] == "fft" and r["algorithm"] == "fft" for r in got)
+
+
 def test_an_algorithm_a_problem_or_backend_cannot_take_is_one_line_exit_2():
     for args, says in (
         (["--algorithm", "winograd"], "unknown algorithm"),
@@ -196,6 +222,11 @@ def test_a_function_check_leaves_what_winograd_cannot_compute_unsupported_and_re
                                algorithm="winograd:4:lavin")
     assert [r["status"] for r in recs] == ["passed", "unsupported"]
     assert "1x1 kernel" in recs[1]["message"]
+    # what was declared is in every record, and in its key: winograd:4 and winograd:6 are two checks
+    assert all(r["bound"] == "winograd" and r["algorithm"] == "winograd:4:lavin" for r in recs)
+    from convcheck.records import record_key
+
+    assert record_key(recs[0]) != record_key(recs[0] | {"algorithm": "winograd:6"})
     with pytest.raises(BadInput, match="unknown algorithm"):
         check_conv_function(example.conv2d, ["mb1ic8ih9oc8oh9kh3ph1"], algorithm="fft2")
     from convcheck.rerun import rerun
@@ -204,8 +235,8 @@ def test_a_function_check_leaves_what_winograd_cannot_compute_unsupported_and_re
     assert again.status == "passed" and again.algorithm == "winograd:4:lavin"
     sweep = tmp_path / "w.jsonl"
     sweep.write_text(json.dumps(recs[0]) + "\n")
-    done = _cli("repro", str(sweep), "--index", "1", "--out", str(tmp_path / "r.py"))
-    assert done.returncode == 2 and "fast-algorithm bound" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = _cli("repro", str(sweep), "--index", "1")  # to stdout: nowhere to put the allowance's file
+    assert done.returncode == 2 and "--out FILE" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_parse_algorithm():
@@ -252,3 +283,33 @@ def test_the_given_data_asserts_take_the_algorithm_at_both_levels():
         assert_conv_close(fft.conv(p, x, w, None), x, w, padding=1, algorithm="fft", level="rigorous")
     with pytest.raises(ValueError, match="unknown algorithm"):
         assert_conv_close(fft.conv(p, x, w, None), x, w, padding=1, algorithm="fft3")
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_a_fast_algorithm_record_has_a_one_file_reproducer_with_its_allowance_beside_it(tmp_path, direction):
+    """The script needs no convcheck: it draws the inputs, calls the function, computes the float64
+    reference and applies the fast bound's formula to the per-output parts convcheck saved beside it,
+    after checking they were computed for these inputs. Its verdict and largest error/bound are the
+    check's; a script whose inputs were changed refuses (exit 3) rather than judge by another's bound."""
+    import re
+
+    for backend, algorithm in ((f"{EXAMPLE}:conv2d", "winograd:4"), (f"{IMPLS}:fft_{direction}", "fft")):
+        if backend.endswith("conv2d") and direction != "fprop":
+            continue  # the example's Winograd kernel is a forward one
+        p = parse_descriptor("mb2ic8ih10oc12oh10kh3ph1").with_(direction=direction)
+        r = run_check(p, backend=backend, reference="numpy", device="cpu", seed=3, algorithm=algorithm)
+        assert r.status == "passed"
+        records = tmp_path / "w.jsonl"
+        records.write_text(json.dumps(r.record()) + "\n")
+        script = tmp_path / f"r_{algorithm.replace(':', '_')}_{direction}.py"
+        done = _cli("repro", str(records), "--index", "1", "--out", str(script))
+        assert done.returncode == 0, done.stderr
+        assert script.with_name(script.stem + "_fast_bound.npz").is_file()
+        ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0 and "PASS" in ran.stdout, ran.stdout + ran.stderr
+        said = float(re.search(r"largest error/bound ([0-9.e+-]+)", ran.stdout).group(1))
+        assert said == pytest.approx(r.comparison.max_ratio, rel=5e-3)  # printed to 3 digits
+        changed = script.read_text().replace("SEED, FILL", "SEED, FILL = 4, 'random'  # changed\n_SEED, _FILL", 1)
+        script.write_text(changed)
+        ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 3 and "not those" in ran.stdout, ran.stdout + ran.stderr
