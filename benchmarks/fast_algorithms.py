@@ -14,7 +14,7 @@ layers, below), in fprop, dgrad and wgrad, fp32 and fp16, at the batches asked:
     or the FFT's; both against the float64 reference); each visible one must fail.
 Errors are max|answer - float64 reference|. Problems over --max-macs are left out, and said.
 
-Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N]
+Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N|I-J]
        [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
 Prints markdown tables (the README shows them).
 """
@@ -51,8 +51,19 @@ VGG_16 = [f'mb1ic{c}ih{s}oc{k}oh{s}kh3ph1n"vgg_16:conv{b}_{i}"' for b, i, c, k, 
     (3, 2, 256, 256, 56), (4, 1, 256, 512, 28), (4, 2, 512, 512, 28), (5, 1, 512, 512, 14))]  # conv3_3, 4_3, 5_2, 5_3 repeat
 
 
-def layers(net: str, limit: int | None):
-    """The distinct 3x3 stride-1 layers of ``net`` (batch 1)."""
+def layer_range(text: str | None) -> slice:
+    """``--layers``: ``N`` the first N layers, ``I-J`` the I-th to the J-th (from 1; a long run split
+    over processes)."""
+    if not text:
+        return slice(None)
+    first, dash, last = text.partition("-")
+    if not (first.isdigit() and (not dash or last.isdigit())) or int(first) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N (the first N layers) or I-J (the I-th to the J-th, from 1)")
+    return slice(int(first) - 1, int(last)) if dash else slice(int(first))
+
+
+def layers(net: str, chosen: slice = slice(None)):
+    """The distinct 3x3 stride-1 layers of ``net`` (batch 1), those ``chosen``."""
     if net == "vgg_16":
         found = [parse_descriptor(d) for d in VGG_16]
     else:
@@ -62,14 +73,15 @@ def layers(net: str, limit: int | None):
             if p.descriptor() not in seen and not winograd.applies(p) and p.kernel[0] == 3:
                 seen.add(p.descriptor())
                 found.append(p)
-    return found[:limit] if limit else found
+    return found[chosen]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nets", default="resnet_50,vgg_16")
     ap.add_argument("--mb", default="1,8,32")
-    ap.add_argument("--layers", type=int, default=None, help="the first N layers of each net")
+    ap.add_argument("--layers", type=layer_range, default=slice(None), metavar="N|I-J",
+                    help="the first N layers of each net, or the I-th to the J-th (from 1)")
     ap.add_argument("--dtypes", default="fp32,fp16")
     ap.add_argument("--directions", default="fprop,dgrad,wgrad")
     ap.add_argument("--max-macs", type=float, default=2e10, help="leave out problems with more multiply-adds")
@@ -140,7 +152,8 @@ def main(argv=None) -> int:
                 print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                       file=sys.stderr, flush=True)
     names = list(impls)
-    what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers, batch {args.mb}"
+    which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
+    what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers{which}, batch {args.mb}"
     print(f"\n## Fast algorithms, declared (`--algorithm winograd:M:WHO`, `--algorithm fft`), {what}\n")
     print("| net | direction | type | correct checks | false alarms | " + " | ".join(f"largest error/allowed {n}" for n in names)
           + " | plants | visible (>= 3x the correct one's error) | caught |")
