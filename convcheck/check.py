@@ -185,6 +185,7 @@ class CheckResult:
     plan_of_all: bool = False
     judged_as: str = ""
     algorithm: str | None = None  # what your function declared it computes by (convcheck.fast_bound), None: direct
+    contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.rounding), as asked
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
 
@@ -240,6 +241,8 @@ class CheckResult:
         }
         if self.algorithm:  # how the implementation under test said it computes: rerun judges it so again
             rec["algorithm"] = self.algorithm
+        if self.contract:  # how your function was allowed to have computed: rerun and repro judge it so again
+            rec["contract"] = self.contract
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
             rec.update(engine=self.backend_info.get("engine"), engine_index=self.backend_info.get("plan_index"),
                        judged_as=self.judged_as)
@@ -510,7 +513,8 @@ def run_check(
     where = compare_device(plan)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
-                         algorithm=declared.text if declared else None)
+                         algorithm=declared.text if declared else None,
+                         contract=contract if backends.is_user_function(plan.backend) else None)
     try:
         with device_scope(plan):
             clock = StageClock(plan)

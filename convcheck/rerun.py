@@ -1,5 +1,5 @@
 """One recorded check, run again exactly as it was run: the same problem, seed, backend,
-reference, bound, where the inputs were drawn, and (for a plan of an --all-engines sweep)
+reference, bound (your function's declared algorithm and half-precision contract), where the inputs were drawn, and (for a plan of an --all-engines sweep)
 the same cuDNN plan, judged as the sweep judged it. Used by ``convcheck rerun`` and by
 the report's pictures."""
 
@@ -28,7 +28,7 @@ def rerun(rec: dict, keep_outputs: bool = False):
     return run_check(problem, backend=rec["backend"], reference=rec["reference"], device=recorded_device(rec),
                      seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=None if algorithm else rec.get("bound"),
                      keep_outputs=keep_outputs, fill_device=rec.get("fill_device", "cpu"), engine=rec.get("engine_pinned"),
-                     algorithm=algorithm)
+                     algorithm=algorithm, contract=rec.get("contract"))
 
 
 def recorded_device(rec: dict) -> str | None:

@@ -194,3 +194,31 @@ def test_problems_can_be_named_listed_or_a_file(tmp_path):
     with pytest.raises(BadInput, match="no problem to check"):
         check_conv_function(F.conv2d, ["mb2ic8ih9oc8oh9kh3ph1"], dims=(3,))
     np.testing.assert_equal(len(check_conv_function(F.conv2d, "1x1", mb=1)) > 0, True)
+
+
+def test_the_contract_a_function_was_judged_by_is_in_its_record_and_rerun_and_repro_keep_it(tmp_path):
+    """fp16 dgrad: the staged contract (the taps summed in fp16) and the fp32 one (accumulate in fp32,
+    round once) are two bounds; the record says which judged, and rerun and the standalone script
+    judge by it again (before, both fell back to the default, and repro refused what it could carry)."""
+    from convcheck.check import run_check
+    from convcheck.problem import parse_descriptor
+    from convcheck.repro import function_script
+    from convcheck.rerun import rerun
+
+    source = tmp_path / "fn.py"
+    source.write_text(
+        "import torch\n"
+        "def conv_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):\n"
+        "    return torch.nn.grad.conv2d_input(input_size, weight.float(), grad_output.float(), stride, padding,\n"
+        "                                      dilation, groups).to(weight.dtype)\n")
+    p = parse_descriptor("mb2ic16ih10oc8oh10kh3ph1").with_(dtype="fp16", direction="dgrad")
+    said = {}
+    for contract in ("fp32", "staged"):
+        rec = run_check(p, backend=f"{source}:conv_input", reference="numpy", device="cpu", contract=contract).record()
+        assert rec["status"] == "passed" and rec["contract"] == contract
+        again = rerun(rec).record()
+        assert again["contract"] == contract and again["comparison"]["derivation"] == rec["comparison"]["derivation"]
+        said[contract] = rec["comparison"]["derivation"]
+    assert said["fp32"] != said["staged"] and "contract fp32" in said["fp32"]
+    assert "contract fp32" in function_script(rec | {"contract": "fp32"})
+    assert "contract" not in run_check(p, backend="torch", reference="numpy", device="cpu").record()  # torch says itself
