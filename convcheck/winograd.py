@@ -343,11 +343,18 @@ def path_roundings(problem, t: Transform) -> int:
 #: 1/4, a strictly sub-Gaussian law (its moment generating function is cosh(ct/2)^2 <= e^{c^2 t^2/4});
 #: more discarded bits come nearer the uniform law's c^2/3.
 ROUNDING_PROXY = 0.5
-#: How many float64 elements one chunk of the energy's intermediates may hold: 2 MiB, about what a
-#: core's caches keep, so the dozen elementwise passes over a chunk read it from cache, not memory.
-#: Measured on a 2-core EPYC (ResNet-50's 56x56x64 layer, batch 8): 2^24 elements 22 s, 2^20 5.5-7 s,
-#: 2^18 4-5 s, 2^16 5.7-7.8 s (the per-chunk overhead).
+#: How many float64 elements one chunk of the energy's intermediates may hold, on the CPU: 2 MiB,
+#: about what a core's caches keep, so the dozen elementwise passes over a chunk read it from cache,
+#: not memory. Measured on a 2-core EPYC (ResNet-50's 56x56x64 layer, batch 8): 2^24 elements 22 s,
+#: 2^20 5.5-7 s, 2^18 4-5 s, 2^16 5.7-7.8 s (the per-chunk overhead).
 CHUNK_ELEMENTS = 2 ** 18
+#: The same on a GPU: 128 MiB, the size these chunks had before the CPU's was measured (a GPU's
+#: passes are not cache-bound the same way, and its chunk size has not been measured).
+GPU_CHUNK_ELEMENTS = 2 ** 24
+
+
+def _chunk(like) -> int:
+    return CHUNK_ELEMENTS if like.device.type == "cpu" else GPU_CHUNK_ELEMENTS
 
 
 def _c2(v):
@@ -366,7 +373,7 @@ def _dot_energy(t, x):
     """Per entry of ``t @ x`` (t: (a, L) exact coefficients, x: (..., L, cols)), the squared half-ulps
     of what an fp32 evaluation rounds: each product by a coefficient that is not a power of two, and
     each running sum after the first live term, the larger over the natural and the reversed order of
-    the terms. (..., a, cols). Computed in chunks of :data:`CHUNK_ELEMENTS` over the leading entries."""
+    the terms. (..., a, cols). Computed in chunks (:func:`_chunk`) over the leading entries."""
     import torch
 
     live = t != 0
@@ -377,7 +384,7 @@ def _dot_energy(t, x):
     lead, (l, cols) = x.shape[:-2], x.shape[-2:]
     flat = x.reshape(-1, l, cols)
     out = x.new_empty((flat.shape[0], t.shape[0], cols))
-    step = max(1, CHUNK_ELEMENTS // max(1, t.shape[0] * l * cols))
+    step = max(1, _chunk(x) // max(1, t.shape[0] * l * cols))
     for b0 in range(0, flat.shape[0], step):
         terms = t[:, :, None] * flat[b0:b0 + step, None]  # (B', a, L, cols)
         prefix = terms.cumsum(-2)
@@ -403,8 +410,9 @@ def _sum_energy(lt, rt):
     j = rt.shape[1]
     out = lt.new_zeros((g, i, j, a, a))
     per_pair = s * a * a  # one (i, j) pair's products
-    step_j = max(1, min(j, CHUNK_ELEMENTS // per_pair))
-    step_i = max(1, CHUNK_ELEMENTS // (per_pair * step_j))
+    chunk = _chunk(lt)
+    step_j = max(1, min(j, chunk // per_pair))
+    step_i = max(1, chunk // (per_pair * step_j))
     for g0 in range(g):
         for i0 in range(0, i, step_i):
             for j0 in range(0, j, step_j):
