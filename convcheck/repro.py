@@ -42,16 +42,17 @@ SCRIPT_TERMS = 10
 TEMPLATES = {"cudnn": "repro_template.py.txt", "function": "function_repro_template.py.txt"}
 
 
-def _template(kind: str = "cudnn") -> str:
+def _template(kind: str = "cudnn", fast: bool = False) -> str:
     """The script's template: its own part (cuDNN's graph, or the call of your function) with
     the parts every script shares (``repro_common.py.txt``: the problem, the inputs, the
-    float64 reference, the bound, the verdict) put in at their ``{{@NAME}}`` places."""
+    float64 reference, the bound, the verdict) put in at their ``{{@NAME}}`` places; the part
+    that reads a fast algorithm's allowance only where ``fast``."""
     files = resources.files("convcheck")
     text = files.joinpath(TEMPLATES[kind]).read_text(encoding="utf-8")
     common = files.joinpath("repro_common.py.txt").read_text(encoding="utf-8")
     for part in common.split("# @@")[1:]:
         name, _, body = part.partition("\n")
-        text = text.replace("{{@" + name.strip() + "}}", body)
+        text = text.replace("{{@" + name.strip() + "}}", body if fast or name.strip() != "fast" else "")
     return text
 
 
@@ -94,7 +95,7 @@ def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: floa
 
 
 def _fill_in(kind: str, values: dict) -> str:
-    text_out = _template(kind)
+    text_out = _template(kind, fast=bool(values.get("FAST_BOUND_FILE")))
     for key, value in values.items():
         text_out = text_out.replace("{{" + key + "}}", value if key in ("TITLE", "FILE", "VERSION", "SOURCE") else repr(value))
     return text_out
@@ -103,7 +104,7 @@ def _fill_in(kind: str, values: dict) -> str:
 def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, density: float = 1.0,
            fill_device: str = "cuda", bound: str | None = None, engine: str | None = None,
            heuristics=("A", "FALLBACK"), judged_as: str = "", every_plan: bool = False, data_files: dict | None = None,
-           source: str = "", file_name: str = "repro.py") -> str:
+           source: str = "", file_name: str = "repro.py", fast=None, fast_file: str | None = None) -> str:
     """The script's text for ``problem``.
 
     ``fill``: ``random``, ``exact`` or ``given`` (default: what the bound needs); ``density``
@@ -112,27 +113,35 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
     name, or None for the heuristics' first plan that builds; ``judged_as``: a record's "tf32
     ..." for an engine that down-converts fp32 inputs (judged by the TF32 bound); ``every_plan``:
     the record is one plan of a check of every engine (the plans are not filtered by their notes);
-    ``data_files``: role -> .npy name, for given data."""
+    ``data_files``: role -> .npy name, for given data; ``fast``: the fast-algorithm bound that judged
+    (a Winograd or FFT engine), its per-output parts in ``fast_file`` (:func:`write_fast_allowance`)."""
     data = "given" if fill == "given" else "random"
-    bound_name = resolve_bound(bound, problem, data)
-    fill = fill or ("exact" if bound_name == "exact" else "random")
+    if fast is not None:
+        bound_name, fill = fast.name, "random"
+        terms, variance, text = fast.terms(), False, fast.derivation()
+    else:
+        bound_name = resolve_bound(bound, problem, data)
+        fill = fill or ("exact" if bound_name == "exact" else "random")
     if fill == "given" and not data_files:
         raise BadInput("a script of given data needs the data: write it with write_script(..., inputs=...)")
     judged = problem.with_(dtype="tf32") if judged_as.startswith("tf32") else problem
-    terms, variance, text = _bound_numbers(bound_name, judged, data, "reduced-precision" in judged_as)
+    if fast is None:
+        terms, variance, text = _bound_numbers(bound_name, judged, data, "reduced-precision" in judged_as)
     values = {
         "TITLE": f"cuDNN {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
         "FILE": file_name, "VERSION": __version__, "SOURCE": source or f"the problem {problem.descriptor()}",
         "ENGINE": engine, "EVERY_PLAN": bool(every_plan), "HEURISTICS": [h.upper() for h in heuristics],
         **_problem_values(problem, seed=seed, fill=fill, density=density, fill_device=fill_device,
-                          bound_name=bound_name, terms=terms, variance=variance, text=text, data_files=data_files),
+                          bound_name=bound_name, terms=terms, variance=variance, text=text, data_files=data_files,
+                          fast_file=fast_file),
     }
     return _fill_in("cudnn", values)
 
 
-def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
+def from_record(rec: dict, file_name: str = "repro.py", where: str = "", fast_file: str | None = None) -> str:
     """The script of a sweep's or check's record (the problem, seed, fill, density, the bound
-    that judged it, the plan that ran and its heuristics)."""
+    that judged it, the plan that ran and its heuristics). A plan judged by a fast algorithm's bound
+    (its notes say Winograd or FFT) reads that bound's per-output parts from ``fast_file``."""
     from .records import problem_from_record, record_label
 
     if rec.get("fill") == "given":
@@ -143,7 +152,13 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "") -> str:
     problem = problem_from_record(rec)
     info = rec.get("backend_info") or {}
     judged_bound = (rec.get("comparison") or {}).get("bound") or rec.get("bound")
-    return script(problem, seed=int(rec.get("seed") or 0), fill=rec.get("fill") or None,
+    fast = None
+    if judged_by_fast_bound(rec):
+        if not fast_file:
+            raise BadInput(f"record {record_label(rec)} is judged by a fast-algorithm bound ({judged_bound}): its script "
+                           "reads that allowance from a file written beside it; give --out FILE", option="output")
+        fast = _fast_bound(rec, problem)
+    return script(problem, seed=int(rec.get("seed") or 0), fill=rec.get("fill") or None, fast=fast, fast_file=fast_file,
                   density=float(rec.get("density") or 1.0), fill_device=rec.get("fill_device") or "cpu",
                   bound=judged_bound, engine=info.get("engine") if rec.get("backend") == "cudnn" else None,
                   heuristics=info.get("heuristics") or rec.get("heuristics") or ("A", "FALLBACK"),
@@ -204,11 +219,26 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
     return _fill_in("function", values)
 
 
-def _fast_bound(rec: dict, problem: ConvProblem):
-    """The bound of the fast algorithm ``rec``'s function declared, on convcheck's random fill."""
-    from .fast_bound import bound_for, parse_algorithm
+def judged_by_fast_bound(rec: dict) -> bool:
+    """Whether a fast algorithm's bound judged ``rec``: one your function declared, or a cuDNN plan's
+    (its numerical notes name Winograd or FFT: convcheck.check.bound_for_plan)."""
+    return bool(rec.get("algorithm")) or ((rec.get("comparison") or {}).get("bound") in ("winograd", "fft"))
 
-    return bound_for(parse_algorithm(rec["algorithm"]), problem, "random")
+
+def _fast_bound(rec: dict, problem: ConvProblem):
+    """The fast-algorithm bound that judged ``rec``, on convcheck's random fill: what your function
+    declared, or what a cuDNN plan's numerical notes say (the same reading as the check's)."""
+    from .fast_bound import bound_for, from_engine_notes, parse_algorithm
+    from .records import record_label
+
+    if rec.get("algorithm"):
+        algorithm = parse_algorithm(rec["algorithm"])
+    else:
+        algorithm, _ = from_engine_notes((rec.get("backend_info") or {}).get("numerical_notes") or (), problem)
+        if algorithm is None:
+            raise BadInput(f"record {record_label(rec)} says a fast-algorithm bound judged it, but its plan's numerical "
+                           "notes name no algorithm convcheck has a bound for")
+    return bound_for(algorithm, problem, "random")
 
 
 def inputs_sha256(x, w, dy) -> str:
@@ -240,16 +270,18 @@ def write_fast_allowance(rec: dict, path: Path) -> None:
     from .records import problem_from_record, record_label
 
     problem = problem_from_record(rec)
-    if (rec.get("fill_device") or "cpu") != "cpu":
-        raise BadInput(f"record {record_label(rec)} drew its inputs on a GPU; its fast-algorithm allowance is "
-                       "computed from them: write its script where that GPU is", option="output")
-    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind="random", device="cpu")
+    device = "cpu" if (rec.get("fill_device") or "cpu") == "cpu" else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BadInput(f"record {record_label(rec)} drew its inputs on a GPU (its seed reproduces them there only), and "
+                       "its fast-algorithm allowance is computed from them: write its script on a machine with a GPU",
+                       option="output")
+    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind="random", device=device)
     bnd = _fast_bound(rec, problem)
-    mags = bnd.magnitudes(inputs, "cpu")
+    mags = bnd.magnitudes(inputs, device)
     stored = [None if a is None else torch.as_tensor(a).to(torch.float32).to(torch_dtype(problem.dtype))
               for a in (inputs.x, inputs.w, inputs.dy if problem.direction != "fprop" else None)]
     np.savez_compressed(path, a=mags.a.cpu().numpy(), s2=mags.s2.cpu().numpy(), inputs_sha256=inputs_sha256(*stored),
-                        algorithm=rec["algorithm"])
+                        bound=bnd.derivation())
 
 
 def write_reproducer(rec: dict, path, where: str = "") -> Path:
@@ -266,11 +298,17 @@ def write_reproducer(rec: dict, path, where: str = "") -> Path:
                        "'convcheck rerun' of the record reproduces it")
     path = Path(path)
     writable_file(str(path), "repro")
-    fast_file = None
-    if rec.get("algorithm"):  # the allowance's per-output parts, beside the script
-        fast_file = f"{path.stem}_fast_bound.npz"
-        write_fast_allowance(rec, path.with_name(fast_file))
-    return _write(path, function_script(rec, file_name=path.name, where=where, fast_file=fast_file))
+    return _write(path, function_script(rec, file_name=path.name, where=where, fast_file=_fast_file_beside(rec, path)))
+
+
+def _fast_file_beside(rec: dict, path: Path) -> str | None:
+    """For a record a fast-algorithm bound judged, its allowance written beside the script at ``path``
+    (the file's name); None for any other."""
+    if not judged_by_fast_bound(rec):
+        return None
+    name = f"{path.stem}_fast_bound.npz"
+    write_fast_allowance(rec, path.with_name(name))
+    return name
 
 
 def _write(path: Path, text: str) -> Path:
@@ -288,7 +326,7 @@ def write_script(path, problem: ConvProblem | None = None, *, rec: dict | None =
     path = Path(path)
     writable_file(str(path), "repro")
     if rec is not None:
-        text = from_record(rec, file_name=path.name, where=options.pop("where", ""))
+        text = from_record(rec, file_name=path.name, where=options.pop("where", ""), fast_file=_fast_file_beside(rec, path))
     else:
         files = {}
         if inputs is not None:

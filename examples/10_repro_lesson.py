@@ -49,6 +49,7 @@ BOUND = 'exact'  # given data: the rigorous level only (convcheck's probable lev
 BOUND_TERMS = ()
 BOUND_VARIANCE = False
 BOUND_TEXT = 'exact: only identical outputs pass (every partial sum of the exact fill is representable)'
+FAST_BOUND_FILE = None  # a fast algorithm (Winograd, FFT): its allowance's per-output parts, beside this script
 
 ND = len(INPUT)
 CROPPED = [14, 14]  # the input rows the convolution reads (fewer than INPUT after a negative back padding)
@@ -311,6 +312,8 @@ def allowed_error(ref, x, w, dy, bias):
     if BOUND == "lesson":  # the lesson's rule: rtol = max(1e-5, 4 * 2^-23 * sqrt(depth)), atol = rtol * max|ref|
         rtol = BOUND_TERMS[0]
         return rtol * ref.abs().max() + rtol * ref.abs()
+    if FAST_BOUND_FILE:  # a fast algorithm's allowance (step 7, for a fast algorithm)
+        return fast_allowance(ref, x, w, dy)
 
     def magnitude(power):
         """sum over the terms of |t_i| (power 1) or t_i^2 (power 2), in float64, inflated for its own rounding."""

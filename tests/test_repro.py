@@ -233,3 +233,45 @@ def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tm
     assert mod.BOUND_TERMS == tuple(tf32.terms())[:SCRIPT_TERMS]
     plain = load(from_record(run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")).record()), tmp_path / "p.py")
     assert plain.EVERY_PLAN is False and plain.ENGINE is None
+
+
+@pytest.mark.parametrize("notes,direction", [(["WINOGRAD_TILE_4x4"], "fprop"), (["FFT"], "dgrad"), (["WINOGRAD"], "wgrad")])
+def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_path, notes, direction):
+    """A cuDNN plan whose notes name Winograd or FFT is judged by that algorithm's bound
+    (check.bound_for_plan); its script reads the bound's per-output parts from the file written beside
+    it, and its allowance is convcheck's, element for element. The record is one whose inputs were
+    drawn on the host, so that this runs without a GPU; a GPU-drawn one is refused here in one line."""
+    from convcheck.check import PlanJudging, plan_bound
+    from convcheck.fast_bound import from_engine_notes
+    from convcheck.repro import write_script
+
+    p = parse_descriptor("mb2ic8ih10oc12oh10kh3ph1").with_(direction=direction)
+    algorithm, _ = from_engine_notes(notes, p)
+    bound = plan_bound(PlanJudging(p, algorithm.bound, False, "fp32", "", algorithm), "torch64")
+    rec = {"status": "passed", "problem": p.descriptor(), "dtype": "fp32", "direction": direction, "mode": "xcorr",
+           "layout": "NCHW", "fuse": [], "backend": "cudnn", "reference": "torch64", "seed": 5, "fill": "random",
+           "fill_device": "cpu", "bound": "exact", "comparison": {"bound": algorithm.bound}, "engine": "eng1",
+           "judged_as": "fp32", "backend_info": {"engine": "eng1", "numerical_notes": notes}}
+    path = write_script(tmp_path / "r.py", rec=rec)
+    assert (tmp_path / "r_fast_bound.npz").is_file()
+    mod = load(path.read_text(), path)
+    assert mod.BOUND == algorithm.bound and mod.FAST_BOUND_FILE == "r_fast_bound.npz"
+    inputs = make_inputs(p, 5)
+    got = mod.make_inputs(device="cpu")
+    f64 = {role: None if got.get(role) is None else torch.as_tensor(got[role]).double() for role in ("X", "W", "DY")}
+    ref = mod.direction_sum(f64["X"], f64["W"], f64["DY"], None, None)
+    allowed = mod.allowed_error(ref, f64["X"], f64["W"], f64["DY"], None)
+    mags = bound.magnitudes(inputs, "cpu")
+    ours = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2)
+    np.testing.assert_allclose(allowed.numpy(), ours.numpy(), rtol=1e-12)
+    assert "def fast_allowance" not in script(p)  # a script of a direct bound does not carry it
+    done = run_cli("repro", str(_records(tmp_path, rec | {"fill_device": "cuda"})), "--index", "1", "--out", str(tmp_path / "g.py"))
+    assert done.returncode == 2 and "GPU" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = run_cli("repro", str(_records(tmp_path, rec)), "--index", "1")
+    assert done.returncode == 2 and "--out FILE" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _records(tmp_path, rec) -> Path:
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    return path
