@@ -159,7 +159,7 @@ def _judge_fast(actual, problem: ConvProblem, ref, given: ConvInputs, chosen, de
     from .fast_bound import bound_for
 
     bound = bound_for(chosen, problem, "given", level=level)
-    mags = bound.magnitudes(given, device)
+    mags = bound.magnitudes(given, device, reference=ref)
     c = compare(actual, ref, bound, mags)
     if c.passed:
         return

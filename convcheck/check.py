@@ -302,12 +302,13 @@ def compare_device(plan: Plan) -> str:
     return "cpu" if plan.reference_device == "cpu" else "cuda"
 
 
-def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str):
-    """Stage 4: the magnitudes the bound is built from (None when it needs none)."""
+def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str, reference=None):
+    """Stage 4: the magnitudes the bound is built from (None when it needs none). ``reference``: the
+    float64 answer, where the check holds it (a fast algorithm's bound on given data measures against it)."""
     if not bnd.needs_abs_conv:
         return None
     if hasattr(bnd, "magnitudes"):  # a bound with magnitudes of its own (a fast algorithm's: convcheck.fast_bound)
-        return bnd.magnitudes(inputs, device)
+        return bnd.magnitudes(inputs, device, reference=reference)
     # S2 serves the variance-aware form on convcheck's own fill and the probable level on given data
     mags = abs_conv(problem, inputs, device, squares=inputs.kind != "given" or getattr(bnd, "level", None) == "probable")
     if getattr(bnd, "staged", False):  # a side stores stages in the tensor type: their own sums (convcheck.rounding)
@@ -537,7 +538,7 @@ def run_check(
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
             stages.enter("compare")
-            mags = magnitudes_for(bnd, problem, inputs, where)
+            mags = magnitudes_for(bnd, problem, inputs, where, reference=ref if declared else None)
             clock.mark("magnitudes")
             judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)
             if bound_name == "exact" and backends.is_user_function(plan.backend) and not plant:

@@ -244,8 +244,9 @@ class _FastBound:
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
         return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
 
-    def magnitudes(self, inputs, device: str):
-        """(a, s2) for :meth:`apply`, float64 on ``device``."""
+    def magnitudes(self, inputs, device: str, reference=None):
+        """(a, s2) for :meth:`apply`, float64 on ``device`` (``reference``, the float64 answer the check
+        holds, is for :class:`GivenFastBound`)."""
         import torch
 
         from .magnitudes import Magnitudes, _tensor, compute as direct_magnitudes
@@ -400,7 +401,9 @@ class GivenFastBound(_FastBound):
             return worst, torch.zeros_like(worst)
         return self.inner._own(ops, device)
 
-    def magnitudes(self, inputs, device: str):
+    def magnitudes(self, inputs, device: str, reference=None):
+        """As :meth:`_FastBound.magnitudes`, with the probable level's own-implementation errors measured
+        against ``reference`` (the float64 answer the check already holds; computed here if None)."""
         import torch
 
         from .magnitudes import _tensor
@@ -411,7 +414,8 @@ class GivenFastBound(_FastBound):
         from .backends import torch_conv
 
         ops = [_tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")]
-        exact = torch_conv.compute(self.problem, *ops)[0]
+        exact = (torch_conv.compute(self.problem, *ops)[0] if reference is None
+                 else torch.as_tensor(reference).to(device=device, dtype=torch.float64))
         own = None
         for answer in self._own_answers(ops):
             e = (answer.to(torch.float64) - exact).abs()
