@@ -116,8 +116,8 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
     ``data_files``: role -> .npy name, for given data; ``fast``: the fast-algorithm bound that judged
     (a Winograd or FFT engine), its per-output parts in ``fast_file`` (:func:`write_fast_allowance`)."""
     data = "given" if fill == "given" else "random"
-    if fast is not None:
-        bound_name, fill = fast.name, "random"
+    if fast is not None:  # on the fill the record's inputs were drawn in (a check of every plan draws the exact one)
+        bound_name, fill = fast.name, fill or "random"
         terms, variance, text = fast.terms(), False, fast.derivation()
     else:
         bound_name = resolve_bound(bound, problem, data)
@@ -275,7 +275,7 @@ def write_fast_allowance(rec: dict, path: Path) -> None:
         raise BadInput(f"record {record_label(rec)} drew its inputs on a GPU (its seed reproduces them there only), and "
                        "its fast-algorithm allowance is computed from them: write its script on a machine with a GPU",
                        option="output")
-    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind="random", device=device)
+    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind=rec.get("fill") or "random", device=device)
     bnd = _fast_bound(rec, problem)
     mags = bnd.magnitudes(inputs, device)
     stored = [None if a is None else torch.as_tensor(a).to(torch.float32).to(torch_dtype(problem.dtype))
@@ -304,8 +304,8 @@ def write_reproducer(rec: dict, path, where: str = "") -> Path:
 def _fast_file_beside(rec: dict, path: Path) -> str | None:
     """For a record a fast-algorithm bound judged, its allowance written beside the script at ``path``
     (the file's name); None for any other."""
-    if not judged_by_fast_bound(rec):
-        return None
+    if not judged_by_fast_bound(rec) or rec.get("fill") == "given" or rec.get("status") in ("invalid", "refused"):
+        return None  # no fast bound, or a record the script refuses (it holds no inputs convcheck can draw)
     name = f"{path.stem}_fast_bound.npz"
     write_fast_allowance(rec, path.with_name(name))
     return name

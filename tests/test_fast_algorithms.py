@@ -313,3 +313,28 @@ def test_a_fast_algorithm_record_has_a_one_file_reproducer_with_its_allowance_be
         script.write_text(changed)
         ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
         assert ran.returncode == 3 and "not those" in ran.stdout, ran.stdout + ran.stderr
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_fast_bounds_hold_on_the_exact_fill_too(direction):
+    """A check of every cuDNN plan draws the exact fill once for all plans (few-bit values, so a direct
+    sum is exact), and a Winograd or FFT plan among them is judged by its algorithm's bound on those
+    inputs. Correct fp32 implementations are as far inside it there as on the random fill (measured at
+    2x64x28^2 and 1x128x14^2: 0.17-0.45 of the allowance, either fill)."""
+    from convcheck.backends.numpy_ref import compute as exact
+    from convcheck.fast_bound import bound_for
+    from convcheck.fill import make_inputs
+
+    p = parse_descriptor("mb1ic48ih14oc40oh14kh3ph1").with_(direction=direction)
+    for kind in ("exact", "random"):
+        inputs = make_inputs(p, 2, kind=kind)
+        ops = [None if getattr(inputs, k) is None else torch.as_tensor(getattr(inputs, k)).float() for k in ("x", "w", "dy")]
+        ref = torch.as_tensor(exact(p, inputs))
+        for algorithm in ("winograd:4", "winograd:6", "fft"):
+            bound = bound_for(parse_algorithm(algorithm), p, "random")
+            mags = bound.magnitudes(inputs, "cpu")
+            allowed = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2)
+            answers = ([fft.conv(p, *ops)] if algorithm == "fft" else [winograd.conv(p, *ops, t) for t in bound.transforms])
+            for y in answers:
+                ratio = float(((y.double() - ref).abs() / allowed).max())
+                assert 0.05 < ratio < 0.8, (kind, algorithm, ratio)

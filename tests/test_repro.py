@@ -235,8 +235,9 @@ def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tm
     assert plain.EVERY_PLAN is False and plain.ENGINE is None
 
 
-@pytest.mark.parametrize("notes,direction", [(["WINOGRAD_TILE_4x4"], "fprop"), (["FFT"], "dgrad"), (["WINOGRAD"], "wgrad")])
-def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_path, notes, direction):
+@pytest.mark.parametrize("notes,direction,fill", [(["WINOGRAD_TILE_4x4"], "fprop", "exact"), (["FFT"], "dgrad", "random"),
+                                                 (["WINOGRAD"], "wgrad", "exact")])
+def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_path, notes, direction, fill):
     """A cuDNN plan whose notes name Winograd or FFT is judged by that algorithm's bound
     (check.bound_for_plan); its script reads the bound's per-output parts from the file written beside
     it, and its allowance is convcheck's, element for element. The record is one whose inputs were
@@ -249,14 +250,14 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     algorithm, _ = from_engine_notes(notes, p)
     bound = plan_bound(PlanJudging(p, algorithm.bound, False, "fp32", "", algorithm), "torch64")
     rec = {"status": "passed", "problem": p.descriptor(), "dtype": "fp32", "direction": direction, "mode": "xcorr",
-           "layout": "NCHW", "fuse": [], "backend": "cudnn", "reference": "torch64", "seed": 5, "fill": "random",
+           "layout": "NCHW", "fuse": [], "backend": "cudnn", "reference": "torch64", "seed": 5, "fill": fill,
            "fill_device": "cpu", "bound": "exact", "comparison": {"bound": algorithm.bound}, "engine": "eng1",
            "judged_as": "fp32", "backend_info": {"engine": "eng1", "numerical_notes": notes}}
     path = write_script(tmp_path / "r.py", rec=rec)
     assert (tmp_path / "r_fast_bound.npz").is_file()
     mod = load(path.read_text(), path)
     assert mod.BOUND == algorithm.bound and mod.FAST_BOUND_FILE == "r_fast_bound.npz"
-    inputs = make_inputs(p, 5)
+    inputs = make_inputs(p, 5, kind=fill)  # a check of every plan draws the exact fill (engines.check_engines)
     got = mod.make_inputs(device="cpu")
     f64 = {role: None if got.get(role) is None else torch.as_tensor(got[role]).double() for role in ("X", "W", "DY")}
     ref = mod.direction_sum(f64["X"], f64["W"], f64["DY"], None, None)
