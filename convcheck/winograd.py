@@ -365,10 +365,6 @@ def _c2(v):
     return half_ulp_squared(v * (1.0 + BINADE_SLACK), "fp32")
 
 
-def _is_power_of_two(v: float) -> bool:
-    return v != 0 and math.frexp(abs(v))[0] == 0.5
-
-
 def _dot_energy(t, x):
     """Per entry of ``t @ x`` (t: (a, L) exact coefficients, x: (..., L, cols)), the squared half-ulps
     of what an fp32 evaluation rounds: each product by a coefficient that is not a power of two, and
@@ -377,8 +373,7 @@ def _dot_energy(t, x):
     import torch
 
     live = t != 0
-    prod = live & torch.tensor([[not _is_power_of_two(float(v)) for v in row] for row in t.tolist()],
-                               dtype=torch.bool, device=t.device)
+    prod = live & (torch.frexp(t).mantissa.abs() != 0.5)  # a product by a power of two is exact
     natural_adds = live & (live.cumsum(-1) > 1)  # a live term after the first live one is an add
     reversed_adds = (live.flip(-1) & (live.flip(-1).cumsum(-1) > 1)).flip(-1)
     lead, (l, cols) = x.shape[:-2], x.shape[-2:]
@@ -487,6 +482,6 @@ def coefficient_error(problem, x, w, dy, t: Transform):
     import torch
 
     exact = conv(problem, x, w, dy, t, torch.float64)
-    mats = tuple(m.to(torch.float32).to(torch.float64) for m in t.tensors())
+    mats = tuple(m.to(torch.float32).to(torch.float64) for m in t.tensors(device=exact.device))
     ops = [None if a is None else a.to(torch.float64).contiguous() for a in (x, w, dy)]
     return (evaluate(form(problem, *ops, t, mats)) - exact).abs()

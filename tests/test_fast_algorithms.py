@@ -338,3 +338,25 @@ def test_the_fast_bounds_hold_on_the_exact_fill_too(direction):
             for y in answers:
                 ratio = float(((y.double() - ref).abs() / allowed).max())
                 assert 0.05 < ratio < 0.8, (kind, algorithm, ratio)
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_fast_bounds_compute_on_the_operands_device(direction):
+    """On a GPU the bounds' float64 work runs where the operands are (a cuDNN Winograd/FFT plan's
+    magnitudes are computed on the GPU). torch's meta device refuses any mix with the CPU, as CUDA
+    does, and any read of values: every matrix and mask must be made on the operands' device. (The
+    coefficient-rounding term made its matrices on the CPU, and the energy read its matrix's entries.)"""
+    from convcheck.fast_bound import bound_for
+    from convcheck.fill import make_inputs
+
+    p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1").with_(direction=direction)
+    inputs = make_inputs(p, 1)
+    ops = [None if getattr(inputs, k) is None else torch.as_tensor(getattr(inputs, k)).double().to("meta")
+           for k in ("x", "w", "dy")]
+    for algorithm, data, level in (("winograd:4", "random", None), ("fft", "random", None), ("winograd:4", "given", "rigorous"),
+                                   ("winograd:6", "given", "probable"), ("fft", "given", "probable")):
+        bound = bound_for(parse_algorithm(algorithm), p, data, level=level)
+        a, s2 = bound._own(ops, "meta")
+        assert a.device.type == s2.device.type == "meta" and tuple(a.shape) == p.result_shape
+        if data == "given" and level == "probable":
+            assert all(y.device.type == "meta" for y in bound._own_answers(ops))
