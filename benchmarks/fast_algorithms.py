@@ -16,6 +16,7 @@ Errors are max|answer - float64 reference|. Problems over --max-macs are left ou
 
 Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N|I-J]
        [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
+       [--device cpu|cuda]
 Prints markdown tables (the README shows them).
 """
 
@@ -87,6 +88,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-macs", type=float, default=2e10, help="leave out problems with more multiply-adds")
     ap.add_argument("--impls", default=",".join(IMPLEMENTATIONS), help="the correct implementations to check")
     ap.add_argument("--plants", default=",".join(PLANTS), help="the plants to check (each needs its correct peer in --impls)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the checks run: cuda runs the functions, the bounds' float64 work and torch's "
+                         "float64 reference (torch64) on the GPU; cpu against the NumPy reference")
     ap.add_argument("--problem", action="append", default=[], metavar="DESCRIPTOR",
                     help="these problems (batch from the descriptor) instead of the nets' layers")
     _paths.add_option(ap)
@@ -97,7 +101,14 @@ def main(argv=None) -> int:
     lonely = [b for b in plants if b in PLANTS and PEER[algorithm_of(b)] not in impls]
     if unknown or lonely:
         ap.error(f"unknown: {', '.join(unknown)}" if unknown else f"{', '.join(lonely)} need their correct peer in --impls")
-    print(f"# {_paths.apply(args)}")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print(f"fast_algorithms.py: --device cuda needs a CUDA GPU; torch {torch.__version__} sees none", file=sys.stderr)
+            return 3
+    where = {"device": args.device, "reference": "numpy" if args.device == "cpu" else "torch64"}
+    print(f"# {_paths.apply(args)}; checks on {args.device} against {where['reference']}")
     start = time.perf_counter()
     worst = defaultdict(float)  # (net, direction, dtype, impl) -> largest error/allowed
     rows = defaultdict(lambda: {"correct": 0, "alarms": 0, "plants": 0, "visible": 0, "caught": 0, "invisible": 0})
@@ -118,7 +129,7 @@ def main(argv=None) -> int:
                 key = (net, direction, dtype)
                 own, cells = {}, []
                 for name, algorithm in impls.items():
-                    r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm)
+                    r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm, **where)
                     own[name] = e
                     rows[key]["correct"] += 1
                     ratio = r.comparison.max_ratio if r.comparison else float("inf")
@@ -129,7 +140,7 @@ def main(argv=None) -> int:
                         alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
                 for bug in plants:
                     try:
-                        r, e = checked(p, backend="torch", plant=bug)
+                        r, e = checked(p, backend="torch", plant=bug, **where)
                     except BadInput as refused:  # the bug cannot change these inputs' answer, even in float64
                         if refused.option != "plant":
                             raise
