@@ -538,7 +538,7 @@ def run_check(
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
             stages.enter("compare")
-            mags = magnitudes_for(bnd, problem, inputs, where, reference=ref if declared else None)
+            mags = magnitudes_for(bnd, problem, inputs, where, reference=ref)
             clock.mark("magnitudes")
             judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)
             if bound_name == "exact" and backends.is_user_function(plan.backend) and not plant:

@@ -101,10 +101,9 @@ def operands(problem, x, w, dy) -> Correlation:
 def applies(problem) -> str:
     """Why the FFT convolution here cannot compute ``problem`` ('' where it can): Winograd's reach
     (2-D, stride 1, undilated, not 1x1), any kernel shape."""
-    from .winograd import applies as winograd_applies
+    from .winograd import reach
 
-    why = winograd_applies(problem)
-    return "" if not why or "square kernel" in why else why.replace("Winograd", "the FFT convolution")
+    return reach(problem, "the FFT convolution")
 
 
 def _refuse(problem) -> None:

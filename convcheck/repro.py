@@ -279,7 +279,7 @@ def write_fast_allowance(rec: dict, path: Path) -> None:
     bnd = _fast_bound(rec, problem)
     mags = bnd.magnitudes(inputs, device)
     stored = [None if a is None else torch.as_tensor(a).to(torch.float32).to(torch_dtype(problem.dtype))
-              for a in (inputs.x, inputs.w, inputs.dy if problem.direction != "fprop" else None)]
+              for a in (inputs.x, inputs.w, inputs.dy)]
     np.savez_compressed(path, a=mags.a.cpu().numpy(), s2=mags.s2.cpu().numpy(), inputs_sha256=inputs_sha256(*stored),
                         bound=bnd.derivation())
 

@@ -144,16 +144,26 @@ def every_published(m: int, r: int = 3) -> list[Transform]:
     return [published(m, r, who) for who in PUBLISHED.get((m, r), {})]
 
 
-def applies(problem) -> str:
-    """Why F(m, r) cannot compute ``problem`` ('' where it can): 2-D, stride 1, no dilation, square kernel."""
+def reach(problem, name: str = "Winograd") -> str:
+    """Why a fast algorithm here (``name``: Winograd, the FFT convolution) cannot compute ``problem``
+    ('' where it can): 2-D, stride 1, no dilation, not 1x1. What both transform-based convolutions
+    share; Winograd also needs a square kernel (:func:`applies`)."""
     if problem.ndim != 2:
-        return f"Winograd here computes 2-D convolutions; this one is {problem.ndim}-D"
+        return f"{name} here computes 2-D convolutions; this one is {problem.ndim}-D"
     if any(s != 1 for s in problem.stride):
-        return f"Winograd computes stride 1; this problem has stride {'x'.join(map(str, problem.stride))}"
+        return f"{name} computes stride 1; this problem has stride {'x'.join(map(str, problem.stride))}"
     if any(d != 1 for d in problem.dilation):
-        return "Winograd computes undilated convolutions; this problem is dilated"
+        return f"{name} computes undilated convolutions; this problem is dilated"
     if all(k == 1 for k in problem.kernel):
-        return "a 1x1 kernel leaves Winograd nothing to transform (it is a plain matrix product)"
+        return f"a 1x1 kernel leaves {name} nothing to transform (it is a plain matrix product)"
+    return ""
+
+
+def applies(problem) -> str:
+    """Why F(m, r) cannot compute ``problem`` ('' where it can): :func:`reach`, and a square kernel."""
+    why = reach(problem)
+    if why:
+        return why
     if problem.kernel[0] != problem.kernel[1]:
         return f"F(m x m, r x r) needs a square kernel; this one is {problem.kernel[0]}x{problem.kernel[1]}"
     return ""
