@@ -71,18 +71,9 @@ def test_the_weight_gradient_of_torch():
 
 
 def main() -> int:
-    from convcheck import parse_descriptor
+    from examples._show_then_test import show_then_test
 
-    problem = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
-    print(f"problem: {problem} (what my_conv2d computes in test_my_conv_is_right)")
-    from convcheck.backends.cudnn_graph import graph_text_or_why
-
-    print("the same convolution as a cuDNN graph:\n" + graph_text_or_why(problem))  # without the frontend, why not
-    if pytest is None:
-        print("the tests of this example run under pytest, which is not installed "
-              "(pip install pytest, or bash scripts/setup.sh --tests)", file=sys.stderr)
-        return 3
-    return pytest.main([__file__, "-q", "-p", "no:cacheprovider"])
+    return show_then_test(__file__, "mb2ic16ih14oc8oh14kh3ph1", "what my_conv2d computes in test_my_conv_is_right")
 
 
 if __name__ == "__main__":

@@ -164,18 +164,9 @@ def test_my_kernel_with_tf32_inputs_fails_at_depth():
 
 
 def main() -> int:
-    from convcheck import parse_descriptor
+    from examples._show_then_test import show_then_test
 
-    problem = parse_descriptor("mb2ic256ih14oc256oh14kh3ph1")
-    print(f"problem: {problem} (one of the problems assert_conv_function gives conv2d)")
-    from convcheck.backends.cudnn_graph import graph_text_or_why
-
-    print("what cuDNN would be asked, as a graph:\n" + graph_text_or_why(problem))
-    if pytest is None:
-        print("the tests of this example run under pytest, which is not installed "
-              "(pip install pytest, or bash scripts/setup.sh --tests)", file=sys.stderr)
-        return 3
-    return pytest.main([__file__, "-q", "-p", "no:cacheprovider"])
+    return show_then_test(__file__, "mb2ic256ih14oc256oh14kh3ph1", "one of the problems assert_conv_function gives conv2d")
 
 
 if __name__ == "__main__":

@@ -138,18 +138,9 @@ def test_in_your_own_test_on_your_own_tensors():
 
 
 def main() -> int:
-    from convcheck import parse_descriptor
+    from examples._show_then_test import show_then_test
 
-    problem = parse_descriptor("mb2ic64ih28oc64oh28kh3ph1")
-    print(f"problem: {problem} (one of the problems checked with algorithm='winograd:4:lavin')")
-    from convcheck.backends.cudnn_graph import graph_text_or_why
-
-    print("what cuDNN would be asked, as a graph:\n" + graph_text_or_why(problem))
-    if pytest is None:
-        print("the tests of this example run under pytest, which is not installed "
-              "(pip install pytest, or bash scripts/setup.sh --tests)", file=sys.stderr)
-        return 3
-    return pytest.main([__file__, "-q", "-p", "no:cacheprovider"])
+    return show_then_test(__file__, "mb2ic64ih28oc64oh28kh3ph1", "one of the problems checked with algorithm='winograd:4:lavin'")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
+#: The examples a user runs; a name starting with "_" is a helper they share, not an example.
+EXAMPLES = sorted(p for p in (Path(__file__).resolve().parent.parent / "examples").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
@@ -29,3 +30,16 @@ def test_example_runs(path):
     if importlib.util.find_spec("cudnn") is None:
         return
     assert '"CONV_' in done.stdout or "CONV_FPROP" in done.stdout  # the graph was printed
+
+
+@pytest.mark.parametrize("name", ["08_assert_in_pytest.py", "11_your_conv_function.py", "12_winograd_kernel.py"])
+def test_a_pytest_example_without_pytest_says_how_to_get_it(name):
+    """The light install has no pytest: the example prints its problem, then one line and exit 3."""
+    path = Path(__file__).resolve().parent.parent / "examples" / name
+    hide = ("import runpy, sys; sys.modules['pytest'] = None; sys.argv = [sys.argv[1]]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", hide, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "problem:" in done.stdout
+    assert done.stderr.strip().splitlines() == [
+        "the tests of this example run under pytest, which is not installed (pip install pytest, or bash scripts/setup.sh --tests)"]
