@@ -17,6 +17,7 @@ Errors are max|answer - float64 reference|. Problems over --max-macs are left ou
 Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N|I-J]
        [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
        [--device cpu|cuda]
+       python benchmarks/fast_algorithms.py --merge A.md B.md ...   (runs that split the grid: their tables as one)
 Prints markdown tables (the README shows them).
 """
 
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -50,6 +53,125 @@ IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
 VGG_16 = [f'mb1ic{c}ih{s}oc{k}oh{s}kh3ph1n"vgg_16:conv{b}_{i}"' for b, i, c, k, s in (
     (1, 1, 3, 64, 224), (1, 2, 64, 64, 224), (2, 1, 64, 128, 112), (2, 2, 128, 128, 112), (3, 1, 128, 256, 56),
     (3, 2, 256, 256, 56), (4, 1, 256, 512, 28), (4, 2, 512, 512, 28), (5, 1, 512, 512, 14))]  # conv3_3, 4_3, 5_2, 5_3 repeat
+
+COUNTS = ("correct", "alarms", "plants", "visible", "caught")
+
+
+@dataclass
+class Tally:
+    """What the tables show: per (net, direction, type) the counts (:data:`COUNTS`) and each correct
+    implementation's largest error/allowed; each plant's error as a multiple of its correct peer's (the
+    smallest, the largest); the false alarms and missed plants, one line each. :meth:`tables` prints it;
+    :meth:`parse` reads it back from those tables, so that :func:`merge` can add runs split over processes
+    (``--layers``, ``--directions``: each problem in one run only)."""
+
+    names: list
+    rows: dict
+    worst: dict
+    ratios: dict
+    alarms: list
+    missed: list
+    invisible: int = 0
+    seconds: float = 0.0
+
+    def verdict(self) -> int:
+        """0 when no correct implementation failed and every visible plant was caught, else 1."""
+        caught, visible = (sum(r[k] for r in self.rows.values()) for k in ("caught", "visible"))
+        return 1 if any(r["alarms"] for r in self.rows.values()) or caught < visible else 0
+
+    def tables(self, what: str) -> str:
+        total = {k: sum(r[k] for r in self.rows.values()) for k in COUNTS}
+        lines = [f"\n## Fast algorithms, declared (`--algorithm winograd:M:WHO`, `--algorithm fft`), {what}\n",
+                 "| net | direction | type | correct checks | false alarms | "
+                 + " | ".join(f"largest error/allowed {n}" for n in self.names)
+                 + " | plants | visible (>= 3x the correct one's error) | caught |",
+                 "|---|---|---|---:|---:|" + "---:|" * len(self.names) + "---:|---:|---:|"]
+        for key in sorted(self.rows):
+            r = self.rows[key]
+            lines.append(f"| {' | '.join(key)} | {r['correct']} | {r['alarms']} | "
+                         + " | ".join(f"{self.worst[key + (n,)]:.2f}" for n in self.names)
+                         + f" | {r['plants']} | {r['visible']} | {r['caught']} |")
+        lines.append(f"\nIn all: {total['correct']} correct checks, {total['alarms']} false alarms; "
+                     f"{total['caught']} of {total['visible']} visible plants caught"
+                     + (f"; {self.invisible} plants refused, as these inputs cannot show them (not counted)"
+                        if self.invisible else "") + ".")
+        lines += [f"- {bug}: error {lo:.3g}x to {hi:.3g}x the correct {PEER[algorithm_of(bug)]}'s"
+                  for bug, (lo, hi) in self.ratios.items()]
+        lines += [f"- FALSE ALARM {line}" for line in self.alarms] + [f"- missed: {line}" for line in self.missed]
+        return "\n".join(lines)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "the text") -> "Tally":
+        """The tally :meth:`tables` printed in ``text`` (a run's standard output); BadInput naming
+        ``source`` where it holds no tables."""
+        header = next((line for line in text.splitlines() if line.startswith("| net | direction | type |")), None)
+        if header is None:
+            raise BadInput(f"{source}: no table of fast_algorithms.py in it (expected its standard output)")
+        names = [cell.strip().removeprefix("largest error/allowed ") for cell in header.strip("|").split("|")
+                 if cell.strip().startswith("largest error/allowed ")]
+        tally = cls(names, {}, {}, {}, [], [])
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("| ") and cells[0] != "net" and len(cells) == 3 + 2 + len(names) + 3:
+                key = tuple(cells[:3])
+                numbers = cells[3:5] + cells[5 + len(names):]
+                tally.rows[key] = dict(zip(COUNTS, map(int, numbers)))
+                tally.worst.update({key + (n,): float(v) for n, v in zip(names, cells[5:5 + len(names)])})
+            elif m := re.match(r"- (\S+): error (\S+)x to (\S+)x the correct ", line):
+                tally.ratios[m[1]] = (float(m[2]), float(m[3]))
+            elif line.startswith("- FALSE ALARM "):
+                tally.alarms.append(line.removeprefix("- FALSE ALARM "))
+            elif line.startswith("- missed: "):
+                tally.missed.append(line.removeprefix("- missed: "))
+            elif line.startswith("In all: ") and (m := re.search(r"; (\d+) plants refused", line)):
+                tally.invisible = int(m[1])
+            elif m := re.fullmatch(r"(\d+) s", line.strip()):
+                tally.seconds = float(m[1])
+        return tally
+
+
+def merge(tallies: list) -> Tally:
+    """The tally of runs that split one grid between them: counts added, largest ratios the largest,
+    plant ratios the widest range, lines kept, times added. The runs must be of one set of correct
+    implementations."""
+    first = tallies[0]
+    out = Tally(first.names, {}, {}, {}, [], [])
+    for t in tallies:
+        if t.names != first.names:
+            raise BadInput(f"the runs checked different implementations ({', '.join(first.names)}; {', '.join(t.names)}): "
+                           "merge runs of one --impls")
+        for key, r in t.rows.items():
+            into = out.rows.setdefault(key, dict.fromkeys(COUNTS, 0))
+            for k in COUNTS:
+                into[k] += r[k]
+        for k, v in t.worst.items():
+            out.worst[k] = max(out.worst.get(k, 0.0), v)
+        for bug, (lo, hi) in t.ratios.items():
+            was = out.ratios.get(bug, (math.inf, 0.0))
+            out.ratios[bug] = (min(was[0], lo), max(was[1], hi))
+        out.alarms += t.alarms
+        out.missed += t.missed
+        out.invisible += t.invisible
+        out.seconds += t.seconds
+    return out
+
+
+def merged_output(paths: list) -> tuple[str, int]:
+    """``--merge``: the tables of the runs whose standard output is in ``paths``, and the verdict."""
+    texts = []
+    for path in paths:
+        try:
+            texts.append(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise BadInput(f"--merge {path}: cannot read it ({e.strerror})") from None
+    tally = merge([Tally.parse(text, f"--merge {path}") for path, text in zip(paths, texts)])
+    heads = sorted({line for text in texts for line in text.splitlines()[:1] if line.startswith("# ")})
+    whats = [m[1] for text in texts for m in re.finditer(r"^## Fast algorithms, declared \(.*?\), (.*)$", text, re.M)]
+    left = [line for text in texts for line in text.splitlines() if line.startswith("Left out (over --max-macs")]
+    out = "\n".join(heads) + "\n" + tally.tables(f"merged from {len(paths)} runs: {'; '.join(whats)}")
+    out += "".join(f"\n\n{line}" for line in left)
+    return out + f"\n\n{tally.seconds:.0f} s (the runs' times added)", tally.verdict()
+
 
 
 def layer_range(text: str | None) -> slice:
@@ -93,8 +215,18 @@ def main(argv=None) -> int:
                          "float64 reference (torch64) on the GPU; cpu against the NumPy reference")
     ap.add_argument("--problem", action="append", default=[], metavar="DESCRIPTOR",
                     help="these problems (batch from the descriptor) instead of the nets' layers")
+    ap.add_argument("--merge", nargs="+", metavar="OUTPUT",
+                    help="print the tables of runs that split the grid (--layers, --directions) from their "
+                         "standard outputs, instead of running")
     _paths.add_option(ap)
     args = ap.parse_args(argv)
+    if args.merge:
+        try:
+            text, verdict = merged_output(args.merge)
+        except BadInput as e:
+            ap.error(str(e))
+        print(text)
+        return verdict
     impls = {n: IMPLEMENTATIONS[n] for n in args.impls.split(",") if n}
     plants = [b for b in args.plants.split(",") if b]
     unknown = [n for n in args.impls.split(",") if n and n not in IMPLEMENTATIONS] + [b for b in plants if b not in PLANTS]
@@ -111,7 +243,8 @@ def main(argv=None) -> int:
     print(f"# {_paths.apply(args)}; checks on {args.device} against {where['reference']}")
     start = time.perf_counter()
     worst = defaultdict(float)  # (net, direction, dtype, impl) -> largest error/allowed
-    rows = defaultdict(lambda: {"correct": 0, "alarms": 0, "plants": 0, "visible": 0, "caught": 0, "invisible": 0})
+    rows = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
+    invisible = 0  # plants refused: these inputs cannot show them
     missed, left_out, alarms = [], [], []
     plant_ratio = defaultdict(list)  # bug -> error / the correct F(4,3)'s error
     chosen = ([("given", parse_descriptor(d), None) for d in args.problem] if args.problem else
@@ -144,7 +277,7 @@ def main(argv=None) -> int:
                     except BadInput as refused:  # the bug cannot change these inputs' answer, even in float64
                         if refused.option != "plant":
                             raise
-                        rows[key]["invisible"] += 1
+                        invisible += 1
                         cells.append(f"{bug} refused (no effect)")
                         continue
                     if r.status == "unsupported":
@@ -162,34 +295,17 @@ def main(argv=None) -> int:
                 # each problem's verdicts as it finishes: a run cut short keeps what it measured
                 print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                       file=sys.stderr, flush=True)
-    names = list(impls)
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
     what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers{which}, batch {args.mb}"
-    print(f"\n## Fast algorithms, declared (`--algorithm winograd:M:WHO`, `--algorithm fft`), {what}\n")
-    print("| net | direction | type | correct checks | false alarms | " + " | ".join(f"largest error/allowed {n}" for n in names)
-          + " | plants | visible (>= 3x the correct one's error) | caught |")
-    print("|---|---|---|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|")
-    for key in sorted(rows):
-        r = rows[key]
-        print(f"| {' | '.join(key)} | {r['correct']} | {r['alarms']} | "
-              + " | ".join(f"{worst[key + (n,)]:.2f}" for n in names)
-              + f" | {r['plants']} | {r['visible']} | {r['caught']} |")
-    total = {k: sum(r[k] for r in rows.values()) for k in ("correct", "alarms", "visible", "caught", "invisible")}
-    print(f"\nIn all: {total['correct']} correct checks, {total['alarms']} false alarms; "
-          f"{total['caught']} of {total['visible']} visible plants caught"
-          + (f"; {total['invisible']} plants refused, as these inputs cannot show them (not counted)" if total["invisible"] else "")
-          + ".")
-    for bug, ratios in plant_ratio.items():
-        print(f"- {bug}: error {min(ratios):.3g}x to {max(ratios):.3g}x the correct {PEER[algorithm_of(bug)]}'s")
-    for line in alarms:
-        print(f"- FALSE ALARM {line}")
-    for line in missed:
-        print(f"- missed: {line}")
+    tally = Tally(list(impls), rows, worst, {b: (min(r), max(r)) for b, r in plant_ratio.items()}, alarms, missed,
+                  invisible, time.perf_counter() - start)
+    print(tally.tables(what))
     if left_out:
         print(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
               + (" ..." if len(left_out) > 8 else ""))
-    print(f"\n{time.perf_counter() - start:.0f} s")
-    return 1 if total["alarms"] or total["caught"] < total["visible"] else 0
+    print(f"\n{tally.seconds:.0f} s")
+    return tally.verdict()
+
 
 
 if __name__ == "__main__":

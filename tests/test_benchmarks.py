@@ -55,8 +55,42 @@ def test_given_data_benchmark_smoke_run_has_no_false_alarm_and_misses_nothing_vi
     assert int(caught) >= 0.99 * int(visible) and int(visible) > 300, head
 
 
-def test_fast_algorithms_benchmark_passes_correct_winograd_and_fft_and_fails_their_plants():
-    out = _run("fast_algorithms.py", "--problem", "mb1ic8ih10oc8oh10kh3ph1", "--directions", "fprop,wgrad", "--dtypes", "fp32")
+FAST = ("fast_algorithms.py", "--problem", "mb1ic8ih10oc8oh10kh3ph1", "--dtypes", "fp32")
+
+
+@pytest.fixture(scope="module")
+def fast_run():
+    """fast_algorithms.py on one small problem, fprop and wgrad, fp32."""
+    return _run(*FAST, "--directions", "fprop,wgrad")
+
+
+def test_fast_algorithms_benchmark_passes_correct_winograd_and_fft_and_fails_their_plants(fast_run):
+    out = fast_run
     assert "In all: 12 correct checks, 0 false alarms;" in out, out
     assert "| given | wgrad | fp32 | 6 | 0 |" in out and "visible plants caught" in out
     assert "- fft-unconjugated: error" in out
+
+
+def test_fast_algorithms_runs_split_by_direction_merge_into_the_tables_of_one_run(fast_run, tmp_path):
+    """--merge adds runs that split the grid (a long run over processes): the same tables as one run."""
+    for direction in ("fprop", "wgrad"):
+        (tmp_path / f"{direction}.md").write_text(_run(*FAST, "--directions", direction))
+    merged = _run("fast_algorithms.py", "--merge", str(tmp_path / "fprop.md"), str(tmp_path / "wgrad.md"))
+
+    def tables(text):
+        return [line for line in text.splitlines() if line.startswith(("|", "In all:", "- "))]
+
+    assert tables(merged) == tables(fast_run), merged
+    assert "merged from 2 runs: the problems given; the problems given" in merged
+
+
+def test_fast_algorithms_merge_of_a_file_without_tables_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "log.txt").write_text("Traceback (most recent call last):\n")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--merge", str(tmp_path / "log.txt"),
+                           str(tmp_path / "absent.md")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2 and "absent.md: cannot read it" in proc.stderr.splitlines()[-1], proc.stderr
+    (tmp_path / "absent.md").write_text("")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--merge", str(tmp_path / "log.txt")],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2 and proc.stderr.splitlines()[-1].endswith(
+        "log.txt: no table of fast_algorithms.py in it (expected its standard output)"), proc.stderr
