@@ -384,13 +384,16 @@ def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes, expli
     return PlanJudging(judged, bound_name, reduced, judged_as, why, algorithm)
 
 
-def plan_bound(how: PlanJudging, reference: str):
-    """The bound object :func:`bound_for_plan` chose, for a cuDNN plan checked against ``reference``."""
+def plan_bound(how: PlanJudging, plan: Plan):
+    """The bound object :func:`bound_for_plan` chose, for a cuDNN plan checked as ``plan`` says (its
+    reference, and where each side ran: torch's own convolution as the reference computes as torch does
+    on that device)."""
     if how.algorithm is not None:
         from .fast_bound import bound_for
 
         return bound_for(how.algorithm, how.problem, "random")
-    return make_bound(how.bound, how.problem, ("cudnn", reference), reduced_accumulation=how.reduced)
+    return make_bound(how.bound, how.problem, (plan.backend, plan.reference), reduced_accumulation=how.reduced,
+                      devices=(plan.backend_device, plan.reference_device))
 
 
 def shared_implementation(plan: Plan) -> str | None:
@@ -584,9 +587,7 @@ def _rejudge_inexact_plan(result: CheckResult, ours, ref, inputs: ConvInputs, he
                          reference=result.plan.reference)
     if how.bound == "exact":
         return
-    bnd = (plan_bound(how, result.plan.reference) if how.algorithm is not None else
-           make_bound(how.bound, problem, (result.plan.backend, result.plan.reference),
-                      devices=(result.plan.backend_device, result.plan.reference_device)))
+    bnd = plan_bound(how, result.plan)
     judge(result, ours, ref, bnd, magnitudes_for(bnd, problem, inputs, where), where, result.backend_info.get("redzone") or ())
     result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {how.why}")
 

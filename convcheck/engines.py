@@ -82,7 +82,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
             how = bound_for_plan(problem, bound_name, numerical, explicit=bound not in (None, "auto"), reference=reference)
             result.judged_as = how.judged_as
-            bnd = plan_bound(how, reference)
+            bnd = plan_bound(how, plan)
             stages.enter("compare", prep.plan_name(index))
             kind = how.algorithm.text if how.algorithm is not None else "direct"
             if bnd.needs_abs_conv and kind not in magnitudes:

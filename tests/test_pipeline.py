@@ -12,7 +12,7 @@ import torch
 
 from convcheck import fill
 from convcheck.backends import numpy_ref, torch_conv
-from convcheck.check import bound_for_plan, plan_bound, run_check
+from convcheck.check import Plan, bound_for_plan, plan_bound, run_check
 from convcheck.errors import BadInput
 from convcheck.problem import parse_descriptor
 
@@ -88,7 +88,7 @@ def test_a_plan_is_judged_by_the_bound_its_notes_call_for(notes, bound, expect, 
     assert how.judged_as.startswith(how.problem.dtype) and (bool(how.why) == (how.bound != bound))
     assert (how.algorithm.text if how.algorithm else None) == algorithm
     if how.algorithm is not None:
-        bnd = plan_bound(how, "torch64")
+        bnd = plan_bound(how, Plan("cudnn", "cuda", "torch64", "cuda"))
         assert bnd.name == how.bound and (bnd.name == "fft" or len(bnd.transforms) >= 1)
     if "13x13" in " ".join(notes):
         assert "no published points for F(13,3)" in how.why
@@ -126,3 +126,18 @@ def test_the_thinning_bound_holds_over_the_true_largest_sum(desc, direction):
     bound = fill.largest_partial_sum(p, inputs, "dy" if direction == "dgrad" else "x")
     true = float(compute(replace(p, fuse=()), replace(inputs, kind="given"), "cpu").a.max())
     assert true <= bound * (1 + 1e-9) and bound <= 3 * true, (true, bound)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_plan_checked_against_torch_is_judged_by_what_torch_computes_where_it_ran(device):
+    """Every plan's bound (engines) and a rejudged plan's take torch's model from the device the reference
+    ran on: torch's fp16 on a GPU is not the CPU's slow kernels (on a machine without CUDA, torch cannot
+    say, and the side says that)."""
+    from convcheck.backends.torch_conv import computes
+
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1").with_(dtype="fp16")
+    how = bound_for_plan(p, "elementwise", [], reference="torch")
+    bnd = plan_bound(how, Plan("cudnn", "cuda", "torch", device))
+    torch_side = bnd.sides[1].label
+    assert computes(p, device).path in torch_side, torch_side
+    assert computes(p, "cpu" if device == "cuda" else "cuda").path not in torch_side, torch_side

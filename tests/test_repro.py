@@ -242,13 +242,13 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     (check.bound_for_plan); its script reads the bound's per-output parts from the file written beside
     it, and its allowance is convcheck's, element for element. The record is one whose inputs were
     drawn on the host, so that this runs without a GPU; a GPU-drawn one is refused here in one line."""
-    from convcheck.check import PlanJudging, plan_bound
+    from convcheck.check import Plan, PlanJudging, plan_bound
     from convcheck.fast_bound import from_engine_notes
     from convcheck.repro import write_script
 
     p = parse_descriptor("mb2ic8ih10oc12oh10kh3ph1").with_(direction=direction)
     algorithm, _ = from_engine_notes(notes, p)
-    bound = plan_bound(PlanJudging(p, algorithm.bound, False, "fp32", "", algorithm), "torch64")
+    bound = plan_bound(PlanJudging(p, algorithm.bound, False, "fp32", "", algorithm), Plan("cudnn", "cuda", "torch64", "cuda"))
     rec = {"status": "passed", "problem": p.descriptor(), "dtype": "fp32", "direction": direction, "mode": "xcorr",
            "layout": "NCHW", "fuse": [], "backend": "cudnn", "reference": "torch64", "seed": 5, "fill": fill,
            "fill_device": "cpu", "bound": "exact", "comparison": {"bound": algorithm.bound}, "engine": "eng1",
