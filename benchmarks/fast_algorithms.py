@@ -26,9 +26,9 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import signal
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -242,14 +242,12 @@ def main(argv=None) -> int:
     where = {"device": args.device, "reference": "numpy" if args.device == "cpu" else "torch64"}
     print(f"# {_paths.apply(args)}; checks on {args.device} against {where['reference']}")
     start = time.perf_counter()
-    worst = defaultdict(float)  # (net, direction, dtype, impl) -> largest error/allowed
-    rows = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
-    invisible = 0  # plants refused: these inputs cannot show them
-    missed, left_out, alarms = [], [], []
-    plant_ratio = defaultdict(list)  # bug -> error / the correct F(4,3)'s error
+    names, left_out = list(impls), []
+    finished = []  # one Tally per problem, added in when the problem is done (a run cut short keeps those)
     chosen = ([("given", parse_descriptor(d), None) for d in args.problem] if args.problem else
               [(net, layer, mb) for net in args.nets.split(",") for layer in layers(net, args.layers)
                for mb in (int(m) for m in args.mb.split(","))])
+    grid = []  # (net, problem, batch) in the order run
     for net, layer, mb in chosen:
         mb = layer.mb if mb is None else mb
         for direction in args.directions.split(","):
@@ -258,55 +256,69 @@ def main(argv=None) -> int:
                 macs = p.accumulation_depth * math.prod(p.result_shape)
                 if macs > args.max_macs:
                     left_out.append(f"{p.name} mb{mb} {direction} {dtype} ({macs:.2g} MACs)")
+                else:
+                    grid.append((net, p, mb))
+    cut = ""
+    signal.signal(signal.SIGTERM, _interrupted)  # `timeout` stops a run with SIGTERM: the tables still print
+    try:
+        for net, p, mb in grid:
+            direction, dtype = p.direction, p.dtype
+            key = (net, direction, dtype)
+            own, cells = {}, []
+            row, worst, ratios, alarms, missed, invisible = dict.fromkeys(COUNTS, 0), {}, {}, [], [], 0
+            for name, algorithm in impls.items():
+                r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm, **where)
+                own[name] = e
+                row["correct"] += 1
+                ratio = r.comparison.max_ratio if r.comparison else float("inf")
+                worst[key + (name,)] = ratio
+                cells.append(f"{name} {r.status} {ratio:.2f}")
+                if r.status != "passed":
+                    row["alarms"] += 1
+                    alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
+            for bug in plants:
+                try:
+                    r, e = checked(p, backend="torch", plant=bug, **where)
+                except BadInput as refused:  # the bug cannot change these inputs' answer, even in float64
+                    if refused.option != "plant":
+                        raise
+                    invisible += 1
+                    cells.append(f"{bug} refused (no effect)")
                     continue
-                key = (net, direction, dtype)
-                own, cells = {}, []
-                for name, algorithm in impls.items():
-                    r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm, **where)
-                    own[name] = e
-                    rows[key]["correct"] += 1
-                    ratio = r.comparison.max_ratio if r.comparison else float("inf")
-                    worst[key + (name,)] = max(worst[key + (name,)], ratio)
-                    cells.append(f"{name} {r.status} {ratio:.2f}")
-                    if r.status != "passed":
-                        rows[key]["alarms"] += 1
-                        alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
-                for bug in plants:
-                    try:
-                        r, e = checked(p, backend="torch", plant=bug, **where)
-                    except BadInput as refused:  # the bug cannot change these inputs' answer, even in float64
-                        if refused.option != "plant":
-                            raise
-                        invisible += 1
-                        cells.append(f"{bug} refused (no effect)")
-                        continue
-                    if r.status == "unsupported":
-                        continue
-                    peer = PEER[algorithm_of(bug)]
-                    rows[key]["plants"] += 1
-                    times = e / own[peer] if own[peer] else math.inf
-                    visible = times >= 3
-                    plant_ratio[bug].append(times)
-                    rows[key]["visible"] += visible
-                    rows[key]["caught"] += visible and r.status == "failed"
-                    if visible and r.status != "failed":
-                        missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
-                    cells.append(f"{bug} {times:.3g}x {r.status}")
-                # each problem's verdicts as it finishes: a run cut short keeps what it measured
-                print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
-                      file=sys.stderr, flush=True)
+                if r.status == "unsupported":
+                    continue
+                peer = PEER[algorithm_of(bug)]
+                row["plants"] += 1
+                times = e / own[peer] if own[peer] else math.inf
+                visible = times >= 3
+                ratios[bug] = (times, times)
+                row["visible"] += visible
+                row["caught"] += visible and r.status == "failed"
+                if visible and r.status != "failed":
+                    missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
+                cells.append(f"{bug} {times:.3g}x {r.status}")
+            # each problem's verdicts as it finishes: a run cut short keeps what it measured
+            print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
+                  file=sys.stderr, flush=True)
+            finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible))
+    except KeyboardInterrupt:
+        cut = f"\nCut short after {len(finished)} of {len(grid)} problems: the tables hold the {len(finished)} that finished."
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
     what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers{which}, batch {args.mb}"
-    tally = Tally(list(impls), rows, worst, {b: (min(r), max(r)) for b, r in plant_ratio.items()}, alarms, missed,
-                  invisible, time.perf_counter() - start)
+    tally = merge([Tally(names, {}, {}, {}, [], [])] + finished)
+    tally.seconds = time.perf_counter() - start
     print(tally.tables(what))
+    if cut:
+        print(cut)
     if left_out:
         print(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
               + (" ..." if len(left_out) > 8 else ""))
     print(f"\n{tally.seconds:.0f} s")
-    return tally.verdict()
+    return 1 if cut else tally.verdict()
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 if __name__ == "__main__":
     sys.exit(main())

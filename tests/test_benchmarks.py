@@ -94,3 +94,21 @@ def test_fast_algorithms_merge_of_a_file_without_tables_is_one_line_and_exit_2(t
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2 and proc.stderr.splitlines()[-1].endswith(
         "log.txt: no table of fast_algorithms.py in it (expected its standard output)"), proc.stderr
+
+
+def test_fast_algorithms_stopped_by_sigterm_prints_the_tables_of_the_problems_that_finished():
+    """`timeout` stops a long run with SIGTERM: the tables still print, of the finished problems only,
+    and say so (exit 1: the grid was not run)."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--problem", "mb1ic8ih10oc8oh10kh3ph1",
+                             "--dtypes", "fp32", "--directions", "fprop,dgrad,wgrad", "--impls", "f4_lavin",
+                             "--plants", "winograd-coefficient"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    first = proc.stderr.readline()
+    assert " fprop fp32 " in first, first
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    rows = [line for line in out.splitlines() if line.startswith("| given |")]
+    assert "| given | fprop | fp32 | 1 | 0 |" in rows[0] and len(rows) in (1, 2), out  # dgrad may have finished too
+    assert f"Cut short after {len(rows)} of 3 problems: the tables hold the {len(rows)} that finished." in out
