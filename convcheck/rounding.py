@@ -138,21 +138,6 @@ def half_ulp(value, dtype: str):
     return torch.where(value > 0, c, 0.0)
 
 
-def half_ulp_squared(value, dtype: str):
-    """:func:`half_ulp` squared at |value| (``value`` a float64 torch tensor of any sign), in fewer
-    passes for the rounding energies' large intermediates: the sign bit is masked off with the
-    mantissa, and an exact zero counts the subnormal floor squared (2^-300 for fp32: an overcount no
-    sum can see) instead of 0."""
-    import torch
-
-    from . import dtypes
-
-    info = dtypes.get(dtype)
-    binade = (value.view(torch.int64) & _EXPONENT_BITS).view(value.dtype)
-    c = binade * info.u
-    return (c * c).clamp_min(_SUBNORMAL_HALF[info.storage] ** 2)
-
-
 _EXPONENT_BITS = 0x7FF0000000000000  # of a float64
 _SUBNORMAL_HALF = {"float16": 2.0 ** -25, "bfloat16": 2.0 ** -134, "float32": 2.0 ** -150}
 

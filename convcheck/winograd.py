@@ -367,12 +367,26 @@ def _chunk(like) -> int:
     return CHUNK_ELEMENTS if like.device.type == "cpu" else GPU_CHUNK_ELEMENTS
 
 
-def _c2(v):
-    """The squared half-ulp of fp32 at |v| (convcheck.rounding.half_ulp_squared), float64; the binade
-    taken at |v|(1 + BINADE_SLACK), so a computed value a few ulps across a power of two is covered."""
-    from .rounding import BINADE_SLACK, half_ulp_squared
+#: fp32's unit roundoff squared. A half-ulp squared is (binade * 2^-24)^2, so the channel sum's energy
+#: adds binade^2 and scales by this once: a power of two, so the same bits as scaling every term.
+FP32_U2 = 2.0 ** -48
+#: Below this binade fp32 is subnormal, and its half-ulp stays 2^-150 (this times 2^-24).
+FP32_SMALLEST_BINADE = 2.0 ** -126
 
-    return half_ulp_squared(v * (1.0 + BINADE_SLACK), "fp32")
+
+def _binade2(v):
+    """fp32's squared half-ulp at |v| (convcheck.rounding.half_ulp), over :data:`FP32_U2`: the binade
+    of |v|(1 + BINADE_SLACK), so a computed value a few ulps across a power of two is covered, at least
+    :data:`FP32_SMALLEST_BINADE` (an exact zero counts the subnormal floor, 2^-300 once scaled: an
+    overcount no sum can see), squared. A new tensor, in three passes over it, in place: the channel
+    sum's terms are the energy's largest intermediates."""
+    import torch
+
+    from .rounding import _EXPONENT_BITS, BINADE_SLACK
+
+    t = v * (1.0 + BINADE_SLACK)
+    t.view(torch.int64).bitwise_and_(_EXPONENT_BITS)  # 2^floor(log2 |t|): the sign and the mantissa off
+    return t.clamp_min_(FP32_SMALLEST_BINADE).square_()
 
 
 def _dot_energy(t, x):
@@ -394,10 +408,10 @@ def _dot_energy(t, x):
         terms = t[:, :, None] * flat[b0:b0 + step, None]  # (B', a, L, cols)
         prefix = terms.cumsum(-2)
         suffix = prefix[..., -1:, :] - prefix + terms  # the reversed order's running sums
-        natural = (_c2(prefix) * natural_adds[:, :, None]).sum(-2)
-        backward = (_c2(suffix) * reversed_adds[:, :, None]).sum(-2)
-        out[b0:b0 + step] = (_c2(terms) * prod[:, :, None]).sum(-2) + torch.maximum(natural, backward)
-    return out.reshape(*lead, t.shape[0], cols)
+        natural = (_binade2(prefix) * natural_adds[:, :, None]).sum(-2)
+        backward = (_binade2(suffix) * reversed_adds[:, :, None]).sum(-2)
+        out[b0:b0 + step] = (_binade2(terms) * prod[:, :, None]).sum(-2) + torch.maximum(natural, backward)
+    return FP32_U2 * out.reshape(*lead, t.shape[0], cols)
 
 
 def _right_energy(t, x):
@@ -408,14 +422,16 @@ def _right_energy(t, x):
 def _sum_energy(lt, rt):
     """The sum over s of lt[g,i,s] . rt[g,j,s] (G, I, J, a, a): squared half-ulps of its running sums
     after the first live term, the larger of the natural and the reversed order, plus its products'
-    squared bounds u^2*lt^2*rt^2."""
+    squared bounds u^2*lt^2*rt^2. Where every term of a chunk is live (no exact zero: convcheck's
+    random fill away from the padding), the adds are the terms from the second on (natural order) and
+    up to the one before last (reversed), with no masks to build (on the CPU: the same values)."""
     import torch
 
     g, i, s, a = lt.shape[:3] + (lt.shape[-1],)
     j = rt.shape[1]
-    out = lt.new_zeros((g, i, j, a, a))
+    out = lt.new_zeros((g, i, j, a, a))  # in binade^2 (times FP32_U2 at the end)
     per_pair = s * a * a  # one (i, j) pair's products
-    chunk = _chunk(lt)
+    chunk, on_cpu = _chunk(lt), lt.device.type == "cpu"
     step_j = max(1, min(j, chunk // per_pair))
     step_i = max(1, chunk // (per_pair * step_j))
     for g0 in range(g):
@@ -425,12 +441,15 @@ def _sum_energy(lt, rt):
                 prefix = p.cumsum(2)  # the natural order's running sums
                 suffix = prefix[:, :, -1:] - prefix + p  # the reversed order's (float64: exact enough for a binade)
                 lv = p != 0
-                count = lv.cumsum(2, dtype=torch.int32)
-                natural = (_c2(prefix) * (lv & (count > 1))).sum(2)  # live, after the first live term
-                backward = (_c2(suffix) * (lv & (count < count[:, :, -1:]))).sum(2)  # live, a live term after it
+                if on_cpu and bool(lv.all()):  # a GPU takes the masks: asking would wait for the device
+                    natural = _binade2(prefix[:, :, 1:]).sum(2)
+                    backward = _binade2(suffix[:, :, :-1]).sum(2)
+                else:
+                    count = lv.cumsum(2, dtype=torch.int32)
+                    natural = (_binade2(prefix) * (lv & (count > 1))).sum(2)  # live, after the first live term
+                    backward = (_binade2(suffix) * (lv & (count < count[:, :, -1:]))).sum(2)  # live, a live term after it
                 out[g0, i0:i0 + step_i, j0:j0 + step_j] = torch.maximum(natural, backward)
-    u2 = 2.0 ** -48
-    return out + u2 * _point_sum(lt * lt, rt * rt)
+    return FP32_U2 * (out + _point_sum(lt * lt, rt * rt))
 
 
 def _first_pass(energy_left, other, t_this, t3, j_side: bool):

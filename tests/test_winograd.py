@@ -116,3 +116,16 @@ def test_path_roundings_count_the_transforms_and_the_channel_sum():
     assert W.path_roundings(p, W.published(4)) == 8 + 12 + 1 + 15 + 12
     tiles = math.ceil(14 / 2) ** 2
     assert W.path_roundings(p.with_(direction="wgrad"), W.published(2)) == 4 + 8 + 1 + 2 * tiles - 1 + 8
+
+
+def test_the_energies_squared_half_ulp_is_fp32s_over_u_squared():
+    """The energies add binade^2 and scale by 2^-48 once (winograd._binade2): per value, that is the
+    square of fp32's half-ulp (convcheck.rounding.half_ulp) at |v|(1 + BINADE_SLACK), both signs, every
+    binade from the subnormal floor to the largest, powers of two and a hair below them."""
+    from convcheck.rounding import BINADE_SLACK, half_ulp
+
+    e = torch.arange(-160, 128, dtype=torch.float64)
+    values = torch.cat([2.0 ** e, 1.7 * 2.0 ** e, (2.0 ** e) * (1 - 2.0 ** -13), -(2.0 ** e)])
+    ours = W.FP32_U2 * W._binade2(values)
+    assert torch.equal(ours, half_ulp(values.abs() * (1.0 + BINADE_SLACK), "fp32") ** 2)
+    assert float(W.FP32_U2 * W._binade2(torch.zeros(1, dtype=torch.float64))) == 2.0 ** -300  # an exact zero: the floor
