@@ -437,14 +437,17 @@ def _sum_energy(lt, rt):
     for g0 in range(g):
         for i0 in range(0, i, step_i):
             for j0 in range(0, j, step_j):
-                p = lt[g0, i0:i0 + step_i, None] * rt[g0, None, j0:j0 + step_j]  # (I', J', S, a, a)
+                left, right = lt[g0, i0:i0 + step_i], rt[g0, j0:j0 + step_j]
+                p = left[:, None] * right[None]  # (I', J', S, a, a)
                 prefix = p.cumsum(2)  # the natural order's running sums
-                suffix = prefix[:, :, -1:] - prefix + p  # the reversed order's (float64: exact enough for a binade)
-                lv = p != 0
-                if on_cpu and bool(lv.all()):  # a GPU takes the masks: asking would wait for the device
+                suffix = torch.sub(prefix[:, :, -1:], prefix).add_(p)  # the reversed order's (float64: exact enough for a binade)
+                # every term live: the smallest product is not 0 (rounding is monotone); a GPU takes the
+                # masks, as asking would wait for the device
+                if on_cpu and float(left.abs().amin()) * float(right.abs().amin()) > 0:
                     natural = _binade2(prefix[:, :, 1:]).sum(2)
                     backward = _binade2(suffix[:, :, :-1]).sum(2)
                 else:
+                    lv = p != 0
                     count = lv.cumsum(2, dtype=torch.int32)
                     natural = (_binade2(prefix) * (lv & (count > 1))).sum(2)  # live, after the first live term
                     backward = (_binade2(suffix) * (lv & (count < count[:, :, -1:]))).sum(2)  # live, a live term after it
