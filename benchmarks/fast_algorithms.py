@@ -29,7 +29,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,6 +55,11 @@ VGG_16 = [f'mb1ic{c}ih{s}oc{k}oh{s}kh3ph1n"vgg_16:conv{b}_{i}"' for b, i, c, k, 
     (3, 2, 256, 256, 56), (4, 1, 256, 512, 28), (4, 2, 512, 512, 28), (5, 1, 512, 512, 14))]  # conv3_3, 4_3, 5_2, 5_3 repeat
 
 COUNTS = ("correct", "alarms", "plants", "visible", "caught")
+#: The stages of a check whose times the cost table shows: the function under test, the float64
+#: reference (the peer: what every check pays) and the bound's magnitudes (what the algorithm's bound adds).
+STAGES = ("under_test", "reference", "magnitudes")
+COST_HEAD = ("| implementation | algorithm | under test s | float64 reference s | bound's magnitudes s "
+             "| magnitudes / reference |")
 
 
 @dataclass
@@ -73,6 +78,8 @@ class Tally:
     missed: list
     invisible: int = 0
     seconds: float = 0.0
+    #: per correct implementation, its checks' stage times (run_check's own clock), summed: STAGES
+    cost: dict = field(default_factory=dict)
 
     def verdict(self) -> int:
         """0 when no correct implementation failed and every visible plant was caught, else 1."""
@@ -98,6 +105,14 @@ class Tally:
         lines += [f"- {bug}: error {lo:.3g}x to {hi:.3g}x the correct {PEER[algorithm_of(bug)]}'s"
                   for bug, (lo, hi) in self.ratios.items()]
         lines += [f"- FALSE ALARM {line}" for line in self.alarms] + [f"- missed: {line}" for line in self.missed]
+        if self.cost:
+            lines += ["\nWhat each algorithm's bound costs: its checks' stage times (run_check's own clock), summed over "
+                      "the problems, against the float64 reference the same checks computed\n", COST_HEAD,
+                      "|---|---|---:|---:|---:|---:|"]
+            for name, t in self.cost.items():
+                ratio = t["magnitudes"] / t["reference"] if t["reference"] else math.inf
+                lines.append(f"| {name} | {IMPLEMENTATIONS[name]} | "
+                             + " | ".join(f"{t[k]:.4g}" for k in STAGES) + f" | {ratio:.3g} |")
         return "\n".join(lines)
 
     @classmethod
@@ -112,7 +127,9 @@ class Tally:
         tally = cls(names, {}, {}, {}, [], [])
         for line in text.splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| ") and cells[0] != "net" and len(cells) == 3 + 2 + len(names) + 3:
+            if line.startswith("| ") and cells[0] in IMPLEMENTATIONS and len(cells) == 2 + len(STAGES) + 1:
+                tally.cost[cells[0]] = dict(zip(STAGES, map(float, cells[2:2 + len(STAGES)])))
+            elif line.startswith("| ") and cells[0] != "net" and len(cells) == 3 + 2 + len(names) + 3:
                 key = tuple(cells[:3])
                 numbers = cells[3:5] + cells[5 + len(names):]
                 tally.rows[key] = dict(zip(COUNTS, map(int, numbers)))
@@ -153,6 +170,10 @@ def merge(tallies: list) -> Tally:
         out.missed += t.missed
         out.invisible += t.invisible
         out.seconds += t.seconds
+        for name, stages in t.cost.items():
+            into = out.cost.setdefault(name, dict.fromkeys(STAGES, 0.0))
+            for k in STAGES:
+                into[k] += stages[k]
     return out
 
 
@@ -265,7 +286,7 @@ def main(argv=None) -> int:
             direction, dtype = p.direction, p.dtype
             key = (net, direction, dtype)
             own, cells = {}, []
-            row, worst, ratios, alarms, missed, invisible = dict.fromkeys(COUNTS, 0), {}, {}, [], [], 0
+            row, worst, ratios, alarms, missed, invisible, cost = dict.fromkeys(COUNTS, 0), {}, {}, [], [], 0, {}
             for name, algorithm in impls.items():
                 r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm, **where)
                 own[name] = e
@@ -273,6 +294,7 @@ def main(argv=None) -> int:
                 ratio = r.comparison.max_ratio if r.comparison else float("inf")
                 worst[key + (name,)] = ratio
                 cells.append(f"{name} {r.status} {ratio:.2f}")
+                cost[name] = {k: r.stages.get(k, 0.0) for k in STAGES}
                 if r.status != "passed":
                     row["alarms"] += 1
                     alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
@@ -300,7 +322,7 @@ def main(argv=None) -> int:
             # each problem's verdicts as it finishes: a run cut short keeps what it measured
             print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                   file=sys.stderr, flush=True)
-            finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible))
+            finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
     except KeyboardInterrupt:
         cut = f"\nCut short after {len(finished)} of {len(grid)} problems: the tables hold the {len(finished)} that finished."
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"

@@ -77,11 +77,19 @@ def test_fast_algorithms_runs_split_by_direction_merge_into_the_tables_of_one_ru
         (tmp_path / f"{direction}.md").write_text(_run(*FAST, "--directions", direction))
     merged = _run("fast_algorithms.py", "--merge", str(tmp_path / "fprop.md"), str(tmp_path / "wgrad.md"))
 
-    def tables(text):
-        return [line for line in text.splitlines() if line.startswith(("|", "In all:", "- "))]
+    def tables(text):  # the verdicts' tables and lines; the cost table holds this run's times
+        return [line for line in text.splitlines() if line.startswith(("|", "In all:", "- ")) and not cost_row(line)]
+
+    def cost_row(line):
+        return line.startswith(("| f2_lavin |", "| f4_", "| f6_lavin |", "| fft"))
 
     assert tables(merged) == tables(fast_run), merged
     assert "merged from 2 runs: the problems given; the problems given" in merged
+    # the cost table: each implementation's stage times added over the two runs
+    parts = [[line for line in (tmp_path / f"{d}.md").read_text().splitlines() if cost_row(line)] for d in ("fprop", "wgrad")]
+    for one, other, both in zip(*parts, [line for line in merged.splitlines() if cost_row(line)]):
+        seconds = [[float(c) for c in row.strip("|").split("|")[2:5]] for row in (one, other, both)]
+        assert seconds[2] == pytest.approx([a + b for a, b in zip(seconds[0], seconds[1])], rel=1e-3, abs=1e-4), both
 
 
 def test_fast_algorithms_merge_of_a_file_without_tables_is_one_line_and_exit_2(tmp_path):
