@@ -178,7 +178,8 @@ def merge(tallies: list) -> Tally:
 
 
 def merged_output(paths: list) -> tuple[str, int]:
-    """``--merge``: the tables of the runs whose standard output is in ``paths``, and the verdict."""
+    """``--merge``: the tables of the runs whose standard output is in ``paths``, and the verdict (1 where
+    a run was cut short, as that run's own)."""
     texts = []
     for path in paths:
         try:
@@ -188,10 +189,13 @@ def merged_output(paths: list) -> tuple[str, int]:
     tally = merge([Tally.parse(text, f"--merge {path}") for path, text in zip(paths, texts)])
     heads = sorted({line for text in texts for line in text.splitlines()[:1] if line.startswith("# ")})
     whats = [m[1] for text in texts for m in re.finditer(r"^## Fast algorithms, declared \(.*?\), (.*)$", text, re.M)]
+    # what a run did not check: problems over --max-macs, and a run cut short (said with its file)
     left = [line for text in texts for line in text.splitlines() if line.startswith("Left out (over --max-macs")]
+    cut = [f"{path}: {line}" for path, text in zip(paths, texts) for line in text.splitlines() if line.startswith("Cut short after ")]
+    left += cut
     out = "\n".join(heads) + "\n" + tally.tables(f"merged from {len(paths)} runs: {'; '.join(whats)}")
     out += "".join(f"\n\n{line}" for line in left)
-    return out + f"\n\n{tally.seconds:.0f} s (the runs' times added)", tally.verdict()
+    return out + f"\n\n{tally.seconds:.0f} s (the runs' times added)", 1 if cut else tally.verdict()
 
 
 

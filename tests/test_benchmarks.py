@@ -104,7 +104,7 @@ def test_fast_algorithms_merge_of_a_file_without_tables_is_one_line_and_exit_2(t
         "log.txt: no table of fast_algorithms.py in it (expected its standard output)"), proc.stderr
 
 
-def test_fast_algorithms_stopped_by_sigterm_prints_the_tables_of_the_problems_that_finished():
+def test_fast_algorithms_stopped_by_sigterm_prints_the_tables_of_the_problems_that_finished(tmp_path):
     """`timeout` stops a long run with SIGTERM: the tables still print, of the finished problems only,
     and say so (exit 1: the grid was not run)."""
     import signal
@@ -120,3 +120,7 @@ def test_fast_algorithms_stopped_by_sigterm_prints_the_tables_of_the_problems_th
     rows = [line for line in out.splitlines() if line.startswith("| given |")]
     assert "| given | fprop | fp32 | 1 | 0 |" in rows[0] and len(rows) in (1, 2), out  # dgrad may have finished too
     assert f"Cut short after {len(rows)} of 3 problems: the tables hold the {len(rows)} that finished." in out
+    (tmp_path / "cut.md").write_text(out)  # merged, the run still says it was cut short
+    merged = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--merge", str(tmp_path / "cut.md")],
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert merged.returncode == 1 and f"cut.md: Cut short after {len(rows)} of 3 problems" in merged.stdout, merged.stdout
