@@ -435,15 +435,16 @@ def _sum_energy(lt, rt):
     step_j = max(1, min(j, chunk // per_pair))
     step_i = max(1, chunk // (per_pair * step_j))
     for g0 in range(g):
+        if on_cpu:  # each operand's smallest magnitude per i and per j, once (a GPU takes the masks:
+            # asking would wait for the device)
+            left_min, right_min = lt[g0].abs().amin(dim=(1, 2, 3)), rt[g0].abs().amin(dim=(1, 2, 3))
         for i0 in range(0, i, step_i):
             for j0 in range(0, j, step_j):
-                left, right = lt[g0, i0:i0 + step_i], rt[g0, j0:j0 + step_j]
-                p = left[:, None] * right[None]  # (I', J', S, a, a)
+                p = lt[g0, i0:i0 + step_i, None] * rt[g0, None, j0:j0 + step_j]  # (I', J', S, a, a)
                 prefix = p.cumsum(2)  # the natural order's running sums
                 suffix = torch.sub(prefix[:, :, -1:], prefix).add_(p)  # the reversed order's (float64: exact enough for a binade)
-                # every term live: the smallest product is not 0 (rounding is monotone); a GPU takes the
-                # masks, as asking would wait for the device
-                if on_cpu and float(left.abs().amin()) * float(right.abs().amin()) > 0:
+                # every term live: the chunk's smallest product is not 0 (rounding is monotone)
+                if on_cpu and float(left_min[i0:i0 + step_i].min()) * float(right_min[j0:j0 + step_j].min()) > 0:
                     natural = _binade2(prefix[:, :, 1:]).sum(2)
                     backward = _binade2(suffix[:, :, :-1]).sum(2)
                 else:
