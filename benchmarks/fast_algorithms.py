@@ -323,10 +323,11 @@ def main(argv=None) -> int:
                 if visible and r.status != "failed":
                     missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
                 cells.append(f"{bug} {times:.3g}x {r.status}")
-            # each problem's verdicts as it finishes: a run cut short keeps what it measured
+            # each problem is tallied as it finishes, then said: a run cut short keeps what it measured, and a
+            # signal sent on reading the line (as `timeout` or a watcher may) finds that problem already kept
+            finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
             print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                   file=sys.stderr, flush=True)
-            finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
     except KeyboardInterrupt:
         cut = f"\nCut short after {len(finished)} of {len(grid)} problems: the tables hold the {len(finished)} that finished."
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
