@@ -158,6 +158,45 @@ def _hermitian_weights(size, like):
 
 #: How many float64 elements one chunk of the (G, I, J, frequencies) products may hold.
 CHUNK_ELEMENTS = 2 ** 24
+#: The largest map side whose spectrum :func:`spectrum` takes by products with DFT matrices: a kernel
+#: (the left operand of fprop and dgrad). Zero-padded to the map's transform size, an FFT would do
+#: the whole map's work for each of the I*S kernels (and at a prime factor, as 226 = 2*113, Bluestein's).
+DIRECT_DFT_SIDE = 8
+
+
+def _dft_matrix(n: int, k: int, device, rows: int | None = None):
+    """The first ``rows`` (default n) rows of the n-point DFT matrix's first k columns, complex128:
+    ``exp(-2 pi i (f*p mod n)/n)``, the phase reduced in integers so each entry is within an ulp."""
+    import torch
+
+    f = torch.arange(n if rows is None else rows, dtype=torch.int64, device=device)[:, None]
+    phase = (f * torch.arange(k, dtype=torch.int64, device=device)[None]) % n
+    angle = phase.to(torch.float64) * (-2 * math.pi / n)
+    return torch.polar(torch.ones_like(angle), angle)
+
+
+def spectrum(a, size):
+    """``torch.fft.rfft2(a, s=size)`` of float64 maps (..., h, w) with h, w <= size: for kernel-sized
+    maps (sides up to :data:`DIRECT_DFT_SIDE`) by two products with DFT matrices, h*w terms a
+    frequency, the same values to rounding; else the FFT. The variance's operands only: the FFT under
+    test is :func:`correlate`'s."""
+    import torch
+
+    h, w = a.shape[-2:]
+    if max(h, w) > DIRECT_DFT_SIDE or h > size[0] or w > size[1]:
+        return torch.fft.rfft2(a, s=size)
+    rows = _dft_matrix(size[0], h, a.device)                                   # (H, h)
+    cols = _dft_matrix(size[1], w, a.device, rows=size[1] // 2 + 1).transpose(0, 1)  # (w, W//2+1)
+    return torch.matmul(rows, torch.matmul(a.to(torch.complex128), cols))
+
+
+def power(z):
+    """|z|^2 of a complex tensor, as re^2 + im^2 in one new tensor (abs() takes a hypot per entry
+    and squares it: ~4x slower on one core)."""
+    import torch
+
+    re, im = z.real, z.imag
+    return torch.mul(re, re).addcmul_(im, im)
 
 
 def variance(problem, x, w, dy):
@@ -172,10 +211,9 @@ def variance(problem, x, w, dy):
     n_freq = size[0] * size[1]
     stages = sum(math.ceil(math.log2(s)) for s in size if s > 1)
     u2 = 2.0 ** -48
-    fl = torch.fft.rfft2(c.left, s=size)
-    fr = torch.fft.rfft2(c.right, s=size)
+    fl, fr = spectrum(c.left, size), spectrum(c.right, size)
     wf = _hermitian_weights(size, fl.real)
-    pl, pr = fl.abs().square() * wf, fr.abs().square()
+    pl, pr = power(fl).mul_(wf), power(fr)
     g, i, s = pl.shape[:3]
     j = pr.shape[1]
     norm_l, norm_r = pl.sum((-1, -2)), (pr * wf).sum((-1, -2))  # ||L_s||^2, ||R_s||^2
@@ -189,10 +227,9 @@ def variance(problem, x, w, dy):
                          torch.einsum("gisab,gjsab,s->gij", pl, pr, natural.flip(0)))
     z2 = pl.new_zeros((g, i, j))
     step = max(1, CHUNK_ELEMENTS // max(1, g * i * fl.shape[-2] * fl.shape[-1]))
-    flc = fl.conj()
-    for j0 in range(0, j, step):
-        z = torch.einsum("gisab,gjsab->gijab", flc, fr[:, j0:j0 + step])
-        z2[:, :, j0:j0 + step] = (z.abs().square() * wf).sum((-1, -2))
+    for j0 in range(0, j, step):  # |sum_s conj(L) R| = |sum_s L conj(R)|: the chunk's conjugate is the smaller copy
+        z = torch.einsum("gisab,gjsab->gijab", fl, fr[:, j0:j0 + step].conj().resolve_conj())
+        z2[:, :, j0:j0 + step] = power(z).mul_(wf).sum((-1, -2))
     delta = KAPPA * (2 * stages * spread + 2 * local) + PRODUCTS * local + SUMS * walk
     per_map = u2 * (2.0 / n_freq ** 2 * delta + KAPPA * stages * z2 / n_freq ** 2)
     out = per_map[..., None, None].expand(g, i, j, *c.out_size)

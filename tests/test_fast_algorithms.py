@@ -103,6 +103,20 @@ def test_the_fft_variance_covers_torch_fft_at_both_sizes_and_is_sharp(direction)
         assert float((err.abs() / (lam * var.sqrt())).max()) < 1.0
 
 
+@pytest.mark.parametrize("maps, size", [((3, 3), (226, 226)), ((5, 3), (17, 14)), ((1, 1), (7, 8)), ((8, 8), (8, 9)),
+                                         ((9, 9), (30, 30)), ((12, 5), (12, 5))])
+def test_the_variances_spectra_are_torch_ffts_to_rounding(maps, size):
+    """fft.spectrum (kernel-sized maps by DFT matrices, larger ones by the FFT) is torch.fft.rfft2 zero-
+    padded to the transform size, to float64 rounding: odd, even and prime-factor sizes, a 1x1 kernel, a
+    map as large as the transform; and fft.power is |z|^2."""
+    a = torch.randn(2, 3, *maps, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    want = torch.fft.rfft2(a, s=size)
+    got = fft.spectrum(a, size)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert float((got - want).abs().max()) <= 1e-13 * float(want.abs().max()), maps
+    assert torch.allclose(fft.power(want), want.abs().square(), rtol=1e-14, atol=0)
+
+
 def test_declared_fft_passes_in_every_direction_and_is_recorded(tmp_path):
     p = parse_descriptor("mb2ic16ih15oc24oh15kh3ph1")
     for name in ("fft", "fft_pow2"):
