@@ -285,6 +285,7 @@ def main(argv=None) -> int:
                     grid.append((net, p, mb))
     cut = ""
     signal.signal(signal.SIGTERM, _interrupted)  # `timeout` stops a run with SIGTERM: the tables still print
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         for net, p, mb in grid:
             direction, dtype = p.direction, p.dtype
@@ -345,6 +346,10 @@ def main(argv=None) -> int:
 
 
 def _interrupted(signum, frame):
+    """Stop the grid, once: `timeout` and a shell may both pass a signal on (or Ctrl-C be pressed
+    twice), and a second stop while the tables print would lose them."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 if __name__ == "__main__":
