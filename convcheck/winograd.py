@@ -361,6 +361,15 @@ CHUNK_ELEMENTS = 2 ** 18
 #: The same on a GPU: 128 MiB, the size these chunks had before the CPU's was measured (a GPU's
 #: passes are not cache-bound the same way, and its chunk size has not been measured).
 GPU_CHUNK_ELEMENTS = 2 ** 24
+#: How many float64 elements the energy's j-sized intermediates may hold: 128 MiB. Each j's energy
+#: depends on its own right operand and the whole left one, so slices of j (tiles in fprop and dgrad,
+#: input channels in wgrad) give the same values.
+ENERGY_SLICE_ELEMENTS = 2 ** 24
+#: The same for each slice of a first pass's Q (:func:`_first_pass`): 32 MiB, glibc's largest mmap
+#: threshold, so the slices reuse the heap, not fresh mappings faulted in page by page. VGG-16's conv1_1
+#: at batch 8, wgrad (Q over 64 channels x 100352 tiles): unsliced 12.1 GB for one energy, 262 s on one
+#: core; sliced 5.6 GB, 98 s. At batch 2, 2^24-element slices took 5.7 GB of page faults, these 1.7 GB.
+FIRST_PASS_SLICE_ELEMENTS = 2 ** 22
 
 
 def _chunk(like) -> int:
@@ -463,8 +472,13 @@ def _first_pass(energy_left, other, t_this, t3, j_side: bool):
     transform's column; then the output transform's row squared. Returns (G, I, J, o, o)."""
     import torch
 
-    q = torch.einsum("gysab,bl,ob->gysalo", other, t_this, t3)  # (G, Y, S, a, l, o)
-    x = torch.einsum("gysalo,gxsal->gxyao", q * q, energy_left)  # (G, X, Y, a, o)
+    g, y, s, a = other.shape[:4]
+    per_y = g * s * a * t_this.shape[1] * t3.shape[0]  # one y's Q: (S, a, l, o)
+    step = max(1, FIRST_PASS_SLICE_ELEMENTS // per_y)  # each y's sum reads its own Q: sliced, the same values
+    x = energy_left.new_empty((g, energy_left.shape[1], y, a, t3.shape[0]))
+    for y0 in range(0, y, step):
+        q = torch.einsum("gysab,bl,ob->gysalo", other[:, y0:y0 + step], t_this, t3)  # (G, Y', S, a, l, o)
+        x[:, :, y0:y0 + step] = torch.einsum("gysalo,gxsal->gxyao", q.square_(), energy_left)  # (G, X, Y', a, o)
     out = torch.einsum("pa,gxyao->gxypo", t3 * t3, x)  # (G, X, Y, o1, o2)
     return out.transpose(1, 2) if j_side else out
 
@@ -474,24 +488,41 @@ def rounding_energy(b: Bilinear):
     matrices) of ``(its bound c * its coefficient in the output)^2``, to first order (docs/DESIGN.md
     3e): what Higham & Mary's probabilistic bound ``lam*sqrt(ROUNDING_PROXY*energy)`` is made of. Each
     2-D transform is taken both ways (rows first, columns first; the larger), as an implementation may
-    do either. Float64; about as much work as a few float64 Winograd evaluations."""
+    do either. Float64; about as much work as a few float64 Winograd evaluations. The left operand is
+    transformed once, the right one in slices of j (:data:`ENERGY_SLICE_ELEMENTS`)."""
+    import torch
+
+    g, i, s = b.left.shape[:3]
+    a = b.t2.shape[0]
+    j = b.right.shape[1]
+    step = max(1, ENERGY_SLICE_ELEMENTS // (g * a * a * (s + i)))  # a j's tiles (S, a, a), its sums (I, a, a)
+    left = _transformed(b.left, b.t1)
+    parts = [_energy(left, _transformed(b.right[:, j0:j0 + step], b.t2), b) for j0 in range(0, j, step)]
+    return b.assemble(parts[0] if len(parts) == 1 else torch.cat(parts, dim=2))
+
+
+def _transformed(x, t):
+    """(x's transformed tile, its second pass's energy (the larger over the orders), its first pass's
+    energy in each order)."""
+    import torch
+
+    rows = t @ x                      # order A: t @ x first, then @ t^T
+    cols = x @ t.T                    # order B: x @ t^T first, then t @ .
+    full = rows @ t.T
+    first_a = _dot_energy(t, x)       # entries of rows: (.., a, l)
+    first_b = _right_energy(t, x)     # entries of cols: (.., l, a)
+    second = torch.maximum(_right_energy(t, rows), _dot_energy(t, cols))
+    return full, second, first_a, first_b
+
+
+def _energy(left, right, b: Bilinear):
+    """:func:`rounding_energy` before ``assemble``, (G, I, J, o, o), from both operands' :func:`_transformed`."""
     import torch
 
     t1, t2, t3 = b.t1, b.t2, b.t3
     q3 = t3 * t3
-
-    def side(x, t):
-        """(transformed tile, second-pass energy (max over orders), first-pass energies per order)."""
-        rows = t @ x                      # order A: t @ x first, then @ t^T
-        cols = x @ t.T                    # order B: x @ t^T first, then t @ .
-        full = rows @ t.T
-        first_a = _dot_energy(t, x)       # entries of rows: (.., a, l)
-        first_b = _right_energy(t, x)     # entries of cols: (.., l, a)
-        second = torch.maximum(_right_energy(t, rows), _dot_energy(t, cols))
-        return full, second, first_a, first_b
-
-    lt, e_lt, e_l1a, e_l1b = side(b.left, t1)
-    rt, e_rt, e_r1a, e_r1b = side(b.right, t2)
+    lt, e_lt, e_l1a, e_l1b = left
+    rt, e_rt, e_r1a, e_r1b = right
     m = _point_sum(lt, rt)
     inner = _sum_energy(lt, rt) + _point_sum(e_lt, rt * rt) + _point_sum(lt * lt, e_rt)
     total = q3 @ inner @ q3.T
@@ -505,7 +536,7 @@ def rounding_energy(b: Bilinear):
     z_rows, z_cols = t3 @ m, m @ t3.T
     out_a = _right_energy(t3, z_rows) + _dot_energy(t3, m) @ q3.T
     out_b = _dot_energy(t3, z_cols) + q3 @ _right_energy(t3, m)
-    return b.assemble(total + torch.maximum(out_a, out_b))
+    return total + torch.maximum(out_a, out_b)
 
 
 def coefficient_error(problem, x, w, dy, t: Transform):

@@ -129,3 +129,26 @@ def test_the_energies_squared_half_ulp_is_fp32s_over_u_squared():
     ours = W.FP32_U2 * W._binade2(values)
     assert torch.equal(ours, half_ulp(values.abs() * (1.0 + BINADE_SLACK), "fp32") ** 2)
     assert float(W.FP32_U2 * W._binade2(torch.zeros(1, dtype=torch.float64))) == 2.0 ** -300  # an exact zero: the floor
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_energy_in_slices_is_the_energy_whole(direction, monkeypatch):
+    """rounding_energy slices the right operand's j and each first pass's Q (the memory of a VGG-16 layer
+    at batch 8); slices of a few j give the energy of one slice, to float64 rounding: groups, padding,
+    a partial tile, a zero row."""
+    p = parse_descriptor("g2mb2ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
+    t = W.published(4)
+    g = torch.Generator().manual_seed(5)
+    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64) * 2 - 1 for s in (p.x_shape, p.w_shape, p.y_shape))
+    x[0, 1, 2] = 0
+    ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
+    b = W.form(p, *ops, t, t.tensors())
+    whole = W.rounding_energy(b)
+    calls = []
+    first_pass = W._first_pass
+    monkeypatch.setattr(W, "_first_pass", lambda *a, **k: calls.append(a[1].shape[1]) or first_pass(*a, **k))
+    monkeypatch.setattr(W, "ENERGY_SLICE_ELEMENTS", 1)  # one j a slice
+    monkeypatch.setattr(W, "FIRST_PASS_SLICE_ELEMENTS", 1)  # one y a slice of Q
+    sliced = W.rounding_energy(b)
+    assert len(calls) == 4 * b.right.shape[1]  # four first passes a j: it was sliced
+    assert torch.allclose(sliced, whole, rtol=1e-13, atol=0), float(((sliced - whole).abs() / whole).max())
