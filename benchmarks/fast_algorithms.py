@@ -240,6 +240,9 @@ def main(argv=None) -> int:
                          "float64 reference (torch64) on the GPU; cpu against the NumPy reference")
     ap.add_argument("--problem", action="append", default=[], metavar="DESCRIPTOR",
                     help="these problems (batch from the descriptor) instead of the nets' layers")
+    ap.add_argument("--progress", metavar="PATH",
+                    help="after each problem, write the output so far (the finished problems' tables) to PATH, "
+                         "so a run killed outright (out of memory, SIGKILL) keeps them; --merge reads it")
     ap.add_argument("--merge", nargs="+", metavar="OUTPUT",
                     help="print the tables of runs that split the grid (--layers, --directions) from their "
                          "standard outputs, instead of running")
@@ -265,7 +268,14 @@ def main(argv=None) -> int:
             print(f"fast_algorithms.py: --device cuda needs a CUDA GPU; torch {torch.__version__} sees none", file=sys.stderr)
             return 3
     where = {"device": args.device, "reference": "numpy" if args.device == "cpu" else "torch64"}
-    print(f"# {_paths.apply(args)}; checks on {args.device} against {where['reference']}")
+    head = f"# {_paths.apply(args)}; checks on {args.device} against {where['reference']}"
+    print(head)
+    progress = Path(args.progress) if args.progress else None
+    if progress is not None:
+        try:
+            progress.write_text(head + "\n", encoding="utf-8")
+        except OSError as e:
+            ap.error(f"--progress {args.progress}: cannot write it ({e.strerror})")
     start = time.perf_counter()
     names, left_out = list(impls), []
     finished = []  # one Tally per problem, added in when the problem is done (a run cut short keeps those)
@@ -327,22 +337,37 @@ def main(argv=None) -> int:
             # each problem is tallied as it finishes, then said: a run cut short keeps what it measured, and a
             # signal sent on reading the line (as `timeout` or a watcher may) finds that problem already kept
             finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
+            if progress is not None:  # the output as it would be cut short here, replaced whole (a rename)
+                partial = progress.with_name(progress.name + ".partial")
+                partial.write_text(head + "\n" + _report(names, finished, len(grid), left_out, args, start, cut=True) + "\n",
+                                   encoding="utf-8")
+                partial.replace(progress)
             print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                   file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        cut = f"\nCut short after {len(finished)} of {len(grid)} problems: the tables hold the {len(finished)} that finished."
+        cut = True
+    report = _report(names, finished, len(grid), left_out, args, start, cut=cut)
+    print(report)
+    if progress is not None:
+        progress.write_text(head + "\n" + report + "\n", encoding="utf-8")
+    return 1 if cut and len(finished) < len(grid) else merge([Tally(names, {}, {}, {}, [], [])] + finished).verdict()
+
+
+def _report(names, finished, problems, left_out, args, start, cut) -> str:
+    """The output after the header: the tables of the finished problems, whether the run was cut short
+    before all ``problems`` finished, what --max-macs left out, the time."""
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
     what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers{which}, batch {args.mb}"
     tally = merge([Tally(names, {}, {}, {}, [], [])] + finished)
     tally.seconds = time.perf_counter() - start
-    print(tally.tables(what))
-    if cut:
-        print(cut)
+    lines = [tally.tables(what)]
+    if cut and len(finished) < problems:
+        lines.append(f"\nCut short after {len(finished)} of {problems} problems: the tables hold the {len(finished)} that finished.")
     if left_out:
-        print(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
-              + (" ..." if len(left_out) > 8 else ""))
-    print(f"\n{tally.seconds:.0f} s")
-    return 1 if cut else tally.verdict()
+        lines.append(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
+                     + (" ..." if len(left_out) > 8 else ""))
+    lines.append(f"\n{tally.seconds:.0f} s")
+    return "\n".join(lines)
 
 
 def _interrupted(signum, frame):

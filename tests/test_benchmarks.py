@@ -127,3 +127,32 @@ def test_fast_algorithms_stopped_by_sigterm_prints_the_tables_of_the_problems_th
     merged = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--merge", str(tmp_path / "cut.md")],
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert merged.returncode == 1 and f"cut.md: Cut short after {len(rows)} of 3 problems" in merged.stdout, merged.stdout
+
+
+def test_fast_algorithms_killed_outright_keeps_the_finished_problems_in_its_progress_file(tmp_path):
+    """A run killed by the kernel (out of memory: SIGKILL, nothing printed) leaves in --progress the output
+    of the problems that finished, which --merge reads as a run cut short; a run that ends leaves its
+    whole output there."""
+    import signal
+
+    progress = tmp_path / "run.md"
+    command = [sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--problem", "mb1ic8ih10oc8oh10kh3ph1",
+               "--dtypes", "fp32", "--impls", "f4_lavin", "--plants", "winograd-coefficient", "--progress", str(progress)]
+    proc = subprocess.Popen(command + ["--directions", "fprop,dgrad,wgrad"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    assert " fprop fp32 " in proc.stderr.readline()
+    proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL and "| given |" not in out  # the kill printed nothing
+    kept = progress.read_text()
+    rows = [line for line in kept.splitlines() if line.startswith("| given |")]
+    assert "| given | fprop | fp32 | 1 | 0 |" in rows[0] and len(rows) in (1, 2), kept
+    assert f"Cut short after {len(rows)} of 3 problems" in kept and kept.startswith("# torch ")
+    merged = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--merge", str(progress)],
+                            capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert merged.returncode == 1 and f"run.md: Cut short after {len(rows)} of 3 problems" in merged.stdout, merged.stdout
+    whole = subprocess.run(command + ["--directions", "fprop"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert whole.returncode == 0 and progress.read_text() == whole.stdout and "Cut short" not in whole.stdout
+    unwritable = subprocess.run(command[:-1] + [str(tmp_path / "absent" / "run.md")], capture_output=True, text=True,
+                                timeout=60, cwd=REPO)
+    assert unwritable.returncode == 2 and "--progress" in unwritable.stderr.splitlines()[-1], unwritable.stderr
