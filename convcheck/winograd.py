@@ -367,8 +367,9 @@ GPU_CHUNK_ELEMENTS = 2 ** 24
 ENERGY_SLICE_ELEMENTS = 2 ** 24
 #: The same for each slice of a first pass's Q (:func:`_first_pass`): 32 MiB, glibc's largest mmap
 #: threshold, so the slices reuse the heap, not fresh mappings faulted in page by page. VGG-16's conv1_1
-#: at batch 8, wgrad (Q over 64 channels x 100352 tiles): unsliced 12.1 GB for one energy, 262 s on one
-#: core; sliced 5.6 GB, 98 s. At batch 2, 2^24-element slices took 5.7 GB of page faults, these 1.7 GB.
+#: at batch 8, wgrad (Q over 64 channels x 100352 tiles): unsliced 12.1 GB for one energy and 177 s of
+#: CPU (65 s of it the kernel's); sliced 5.6 GB, 97 s (25 s). At batch 2, 2^24-element slices took
+#: 5.7 GB of page faults, these 1.7 GB.
 FIRST_PASS_SLICE_ELEMENTS = 2 ** 22
 
 
