@@ -293,7 +293,7 @@ def main(argv=None) -> int:
                     left_out.append(f"{p.name} mb{mb} {direction} {dtype} ({macs:.2g} MACs)")
                 else:
                     grid.append((net, p, mb))
-    cut = ""
+    cut = False
     signal.signal(signal.SIGTERM, _interrupted)  # `timeout` stops a run with SIGTERM: the tables still print
     signal.signal(signal.SIGINT, _interrupted)
     try:
@@ -337,25 +337,30 @@ def main(argv=None) -> int:
             # each problem is tallied as it finishes, then said: a run cut short keeps what it measured, and a
             # signal sent on reading the line (as `timeout` or a watcher may) finds that problem already kept
             finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
-            if progress is not None:  # the output as it would be cut short here, replaced whole (a rename)
-                partial = progress.with_name(progress.name + ".partial")
-                partial.write_text(head + "\n" + _report(names, finished, len(grid), left_out, args, start, cut=True) + "\n",
-                                   encoding="utf-8")
-                partial.replace(progress)
+            if progress is not None:  # the output as it would be cut short here
+                _replace(progress, head + "\n" + _report(names, finished, len(grid), left_out, args, start, cut=True)[0] + "\n")
             print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                   file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         cut = True
-    report = _report(names, finished, len(grid), left_out, args, start, cut=cut)
+    report, tally = _report(names, finished, len(grid), left_out, args, start, cut=cut)
     print(report)
     if progress is not None:
-        progress.write_text(head + "\n" + report + "\n", encoding="utf-8")
-    return 1 if cut and len(finished) < len(grid) else merge([Tally(names, {}, {}, {}, [], [])] + finished).verdict()
+        _replace(progress, head + "\n" + report + "\n")
+    return 1 if cut and len(finished) < len(grid) else tally.verdict()
 
 
-def _report(names, finished, problems, left_out, args, start, cut) -> str:
-    """The output after the header: the tables of the finished problems, whether the run was cut short
-    before all ``problems`` finished, what --max-macs left out, the time."""
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: to a ``.partial`` beside it, then renamed over it, so a run
+    killed mid-write leaves the previous version, never half of one."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def _report(names, finished, problems, left_out, args, start, cut) -> tuple[str, Tally]:
+    """The output after the header (the tables of the finished problems, whether the run was cut short
+    before all ``problems`` finished, what --max-macs left out, the time) and the merged tally."""
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
     what = "the problems given" if args.problem else f"{args.nets} 3x3 stride-1 layers{which}, batch {args.mb}"
     tally = merge([Tally(names, {}, {}, {}, [], [])] + finished)
@@ -367,7 +372,7 @@ def _report(names, finished, problems, left_out, args, start, cut) -> str:
         lines.append(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
                      + (" ..." if len(left_out) > 8 else ""))
     lines.append(f"\n{tally.seconds:.0f} s")
-    return "\n".join(lines)
+    return "\n".join(lines), tally
 
 
 def _interrupted(signum, frame):
