@@ -29,6 +29,15 @@ from fractions import Fraction
 
 from . import dtypes, fft, winograd
 from .bound import DEFAULT_P_FALSE, OVERFLOW_AT, _ETA, gamma, lambda_for
+from .memo import RecentResults, digest
+
+#: The fast bounds' magnitudes of the last checks on the CPU, by bound and inputs (:mod:`convcheck.memo`):
+#: every implementation checked on one problem and seed with one algorithm (yours checked again, a
+#: planted bug of it, F(4,3) and its plants, two FFTs) shares them, and one costs minutes on the CPU at
+#: VGG-16's sizes. 2 GiB: VGG-16's conv1_2 at batch 8 in fprop holds 0.4 GB (a and s2), so the four
+#: Winograd bounds of benchmarks/fast_algorithms.py stay while its plants are checked. On a GPU nothing is
+#: kept: the energies there are not measured yet, and GPU memory is the checks' own.
+RECENT = RecentResults(2 ** 31)
 
 ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...", "fft")
 ALGORITHM_HELP = ("how your function computes: direct (the default: a direct sum, judged by the direct "
@@ -246,18 +255,25 @@ class _FastBound:
 
     def magnitudes(self, inputs, device: str, reference=None):
         """(a, s2) for :meth:`apply`, float64 on ``device`` (``reference``, the float64 answer the check
-        holds, is for :class:`GivenFastBound`)."""
+        holds, is for :class:`GivenFastBound`). On the CPU the last few are kept (:data:`RECENT`): the
+        same bound on the same inputs is not computed twice."""
         import torch
 
         from .magnitudes import Magnitudes, _tensor, compute as direct_magnitudes
 
+        key = (self, digest(inputs.x, inputs.w, inputs.dy)) if device == "cpu" and inputs.device == "cpu" else None
+        if key is not None and (kept := RECENT.get(key)) is not None:
+            return kept
         ops = [_tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")]
         a, s2 = self._own(ops, device)
         # the float64 reference's own error, any order: gamma_n(2^-53) * conv(|x|, |w|) (the direct
         # bounds' A, by the device's fast proven-inflated sum where the data allow)
         direct = direct_magnitudes(self.problem, inputs, device).a
         a = a + gamma(max(self.problem.accumulation_depth, 1), dtypes.FP64_U) * direct
-        return Magnitudes(a, s2)
+        mags = Magnitudes(a, s2)
+        if key is not None:
+            RECENT.put(key, mags, sum(t.numel() * t.element_size() for t in (a, s2)))
+        return mags
 
     def summary(self, ref_abs_max: float) -> dict:
         return {"rtol": self.u_out, "atol": None, "lambda": self.lam, "p_false": self.p_false,

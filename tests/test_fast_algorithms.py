@@ -374,3 +374,63 @@ def test_the_fast_bounds_compute_on_the_operands_device(direction):
         assert a.device.type == s2.device.type == "meta" and tuple(a.shape) == p.result_shape
         if data == "given" and level == "probable":
             assert all(y.device.type == "meta" for y in bound._own_answers(ops))
+
+
+def test_one_bound_on_one_problem_and_inputs_is_computed_once_for_every_implementation_checked_there(monkeypatch):
+    """convcheck.memo through fast_bound.RECENT: F(4,3)'s plants and F(4,3) itself, checked on one problem
+    and seed, share the bound's magnitudes; another seed, another algorithm, another direction, or inputs
+    changed by one bit are other questions; what a hit gives is what the bound computes afresh."""
+    from dataclasses import replace
+
+    from convcheck import fast_bound
+    from convcheck.fill import make_inputs
+
+    energies = []
+    energy = winograd.rounding_energy
+    monkeypatch.setattr(winograd, "rounding_energy", lambda b: energies.append(1) or energy(b))
+    fast_bound.RECENT.clear()
+    p = parse_descriptor("mb2ic16ih15oc24oh15kh3ph1")
+    ours = dict(reference="numpy", device="cpu", seed=3)
+    first = run_check(p, backend=f"{IMPLS}:f4_lavin_fprop", algorithm="winograd:4:lavin", **ours)
+    planted = run_check(p, backend="torch", plant="winograd-coefficient", **ours)
+    assert first.status == "passed" and planted.status == "failed"
+    assert len(energies) == 1 and fast_bound.RECENT.hits == 1
+    run_check(p, backend=f"{IMPLS}:f4_lavin_fprop", algorithm="winograd:4:lavin", reference="numpy", device="cpu", seed=4)
+    run_check(p, backend=f"{IMPLS}:f4_onednn_fprop", algorithm="winograd:4:onednn", **ours)
+    run_check(p.with_(direction="dgrad"), backend=f"{IMPLS}:f4_lavin_dgrad", algorithm="winograd:4:lavin", **ours)
+    assert len(energies) == 4 and fast_bound.RECENT.hits == 1
+    # the same seed's inputs, one bit changed: not the same question
+    bound = fast_bound.bound_for(parse_algorithm("winograd:4:lavin"), p, "random")
+    inputs = make_inputs(p, 3, kind="random")
+    kept = bound.magnitudes(inputs, "cpu")  # the inputs the first check drew: kept from it
+    assert fast_bound.RECENT.hits == 2 and len(energies) == 4 and bound.magnitudes(inputs, "cpu") is kept
+    x = inputs.x.copy()
+    x.reshape(-1)[7] = float(x.reshape(-1)[7]) * 2
+    bound.magnitudes(replace(inputs, x=x), "cpu")
+    assert len(energies) == 5 and fast_bound.RECENT.hits == 3
+    # a hit is the value computed afresh
+    fast_bound.RECENT.clear()
+    afresh = run_check(p, backend="torch", plant="winograd-coefficient", **ours)
+    assert afresh.comparison.max_ratio == planted.comparison.max_ratio
+    assert afresh.comparison.outside == planted.comparison.outside
+
+
+def test_recent_results_hold_at_most_their_bytes_oldest_out_first_and_digests_see_one_bit():
+    import numpy as np
+
+    from convcheck.memo import RecentResults, digest
+
+    recent = RecentResults(100)
+    recent.put("a", 1, 40)
+    recent.put("b", 2, 40)
+    assert recent.get("a") == 1  # "a" is now the newest
+    recent.put("c", 3, 40)       # 120 > 100: the oldest, "b", goes
+    assert recent.get("b") is None and recent.get("a") == 1 and recent.get("c") == 3 and len(recent) == 2
+    recent.put("d", 4, 101)      # larger than the whole: not kept
+    assert recent.get("d") is None and len(recent) == 2
+    x = np.arange(12, dtype=np.float32)
+    y = x.copy()
+    y.view(np.uint32)[5] ^= 1
+    assert digest(x) == digest(x.copy()) == digest(torch.from_numpy(x.copy()))
+    assert digest(x) != digest(y) and digest(x) != digest(x.reshape(3, 4)) and digest(x) != digest(x.astype(np.float64))
+    assert digest(x, None) != digest(None, x)
