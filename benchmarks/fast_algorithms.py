@@ -12,7 +12,9 @@ layers, below), in fprop, dgrad and wgrad, fp32 and fp16, at the batches asked:
     `--plant fft-...`: a transform one short, the kernel's spectrum not conjugated): a bug is *visible*
     when its error is at least 3x the correct implementation's error on the same inputs (F(4,3) Lavin's,
     or the FFT's; both against the float64 reference); each visible one must fail.
-Errors are max|answer - float64 reference|. Problems over --max-macs are left out, and said.
+Errors are max|answer - float64 reference|. Problems over --max-macs are left out, and said. A bound's
+magnitudes depend on the inputs and the algorithm, not on the function judged, so the plants of F(4,3) and
+fft_pow2 after fft take them from the checks before (convcheck.fast_bound.RECENT), as any run of checks does.
 
 Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N|I-J]
        [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
@@ -107,7 +109,9 @@ class Tally:
         lines += [f"- FALSE ALARM {line}" for line in self.alarms] + [f"- missed: {line}" for line in self.missed]
         if self.cost:
             lines += ["\nWhat each algorithm's bound costs: its checks' stage times (run_check's own clock), summed over "
-                      "the problems, against the float64 reference the same checks computed\n", COST_HEAD,
+                      "the problems, against the float64 reference the same checks computed (a bound an earlier check of "
+                      "the same inputs computed is kept, convcheck.fast_bound.RECENT: fft_pow2 after fft pays a digest)\n",
+                      COST_HEAD,
                       "|---|---|---:|---:|---:|---:|"]
             for name, t in self.cost.items():
                 ratio = t["magnitudes"] / t["reference"] if t["reference"] else math.inf
