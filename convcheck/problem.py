@@ -442,16 +442,18 @@ def read_batch_file(path, **overrides) -> list[ConvProblem]:
 
     A malformed line raises :class:`BadInput` with the file name and line number.
     """
+    from .errors import text_lines
+
     problems = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            body = line.split("#", 1)[0].strip()
-            if not body:
-                continue
-            try:
-                problems.append(parse_descriptor(body, **overrides))
-            except BadInput as e:
-                raise BadInput(f"{path}:{lineno}: {e}") from None
+    # a missing or binary file is the user's mistake, said in one line (not a UnicodeDecodeError)
+    for lineno, line in enumerate(text_lines(path, None, "a benchdnn batch file: one descriptor a line"), 1):
+        body = line.split("#", 1)[0].strip()
+        if not body:
+            continue
+        try:
+            problems.append(parse_descriptor(body, **overrides))
+        except BadInput as e:
+            raise BadInput(f"{path}:{lineno}: {e}") from None
     return problems
 
 

@@ -297,3 +297,13 @@ def test_rerun_of_a_file_whose_only_line_is_torn_is_one_line(tmp_path):
     done = run_cli("rerun", str(torn), "--index", "1")
     _one_line_exit_2(done)
     assert "holds no records" in done.stderr and "torn last line" in done.stderr
+
+
+def test_a_binary_or_missing_batch_file_is_one_line_for_every_command_that_reads_one(tmp_path):
+    """Found by test_no_command_line_ends_in_an_internal_error: `hunt --around` a binary file ended in a
+    UnicodeDecodeError (exit 4); convcheck.problem.read_batch_file now reads through errors.text_lines."""
+    binary = tmp_path / "binary"
+    binary.write_bytes(bytes(range(256)))
+    for path in (binary, tmp_path / "missing"):
+        _one_line_exit_2(run_cli("hunt", "--around", str(path), *CPU, "--out", str(tmp_path / "h.jsonl")))
+        _one_line_exit_2(run_cli("sweep", "--batch", str(path), *CPU, "--out", str(tmp_path / "s.jsonl"), "--quiet"))
