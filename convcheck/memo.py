@@ -4,7 +4,7 @@ algorithm is the same for every implementation checked there (yours, changed and
 planted bug of that algorithm; another FFT of the same size), and on the CPU it costs minutes at
 VGG-16's sizes (docs/DESIGN.md 3e).
 
-A question is keyed by what it is (hashable values: a frozen bound, a device) and by a digest of its
+A question is keyed by what it is (hashable values: a frozen bound) and by a digest of its
 arrays' bytes, shapes and types: the same numbers in, never "the same seed", so data changed in place
 or drawn another way is another question. The oldest results go first once the results held pass
 ``max_bytes``."""
