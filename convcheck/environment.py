@@ -9,6 +9,7 @@ Nothing here raises: a missing piece is reported as such.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -115,6 +116,37 @@ def _torch(full: bool) -> dict:
     return info
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            found = re.search(r"^model name\s*:\s*(.+)$", f.read(), flags=re.MULTILINE)
+    except OSError:
+        found = None
+    return found.group(1).strip() if found else (platform.processor() or platform.machine() or "unknown")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_facts() -> dict:
+    """The CPU, and what torch's CPU kernels make of it: a fact about torch's convolution holds for
+    the kernel it was measured on. Its fp16/bf16 convolution is oneDNN's only where oneDNN supports
+    the type on this CPU, else its slow kernels, which round differently (convcheck.rounding); and
+    oneDNN's bf16 kernels run on AMX tiles where the CPU has them, the kernel of torch 2.13's known
+    bf16 bug (cases/known_failures/torch_cpu.txt). Asked once per process: they cannot change."""
+    info = {"cpu": _cpu_model()}
+    try:
+        import torch
+    except ImportError:
+        return info
+
+    def yes(ask) -> str:
+        return _try(lambda: "yes" if ask() else "no", "unknown")
+
+    info["cpu (torch)"] = (
+        f"{_try(torch.backends.cpu.get_cpu_capability, 'unknown')}, AMX tiles {yes(torch.cpu._is_amx_tile_supported)}; "
+        f"oneDNN fp16 {yes(torch.ops.mkldnn._is_mkldnn_fp16_supported)}, bf16 {yes(torch.ops.mkldnn._is_mkldnn_bf16_supported)}")
+    return info
+
+
 def _cupy() -> dict:
     try:
         import cupy
@@ -141,6 +173,7 @@ def versions(full: bool = False) -> dict:
         "numpy": _try(lambda: __import__("numpy").__version__),
     }
     info.update(_torch(full))
+    info.update(cpu_facts())
     info.update(_frontend())
     info.update(_cupy())
     info["libcudnn_loaded"] = loaded_libcudnn() or ["none"]

@@ -115,6 +115,8 @@ def report_text(result: CheckResult) -> str:
     )
     if v.get("gpu"):
         lines.append(f"GPU       {v['gpu']} (compute capability {v.get('gpu_compute_capability')})")
+    if v.get("cpu"):
+        lines.append(f"CPU       {v['cpu']}" + (f" (torch: {v['cpu (torch)']})" if v.get("cpu (torch)") else ""))
     lines.append(f"libcudnn  {'; '.join(v.get('libcudnn_loaded', []))}")
     b = result.backend_info
     lines.append(f"under test {_implementation(plan.backend, b)} on {plan.backend_device}")

@@ -78,6 +78,12 @@ def test_json_record_has_every_field():
     assert rec["status"] == "passed" and rec["seed"] == 5 and rec["total"] == 3136 and rec["outside"] == 0
     assert rec["problem"] == "mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0"
     assert rec["versions"]["torch"]
+    # the CPU and what torch makes of it: its half-precision kernels (and a known bug) depend on them
+    import torch
+
+    assert rec["versions"]["cpu"] and torch.backends.cpu.get_cpu_capability() in rec["versions"]["cpu (torch)"]
+    text = run_cli("check", DESC, "--seed", "5", "--backend", "torch", "--device", "cpu").stdout
+    assert f"CPU       {rec['versions']['cpu']} (torch: {rec['versions']['cpu (torch)']})" in text.splitlines()
 
 
 def test_mb_override_and_numpy_under_test():

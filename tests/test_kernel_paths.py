@@ -265,3 +265,28 @@ def test_the_cli_names_the_kernel_and_passes_torch_on_both_paths():
             kernel = next(line for line in done.stdout.splitlines() if line.startswith("kernel"))
             if env or not torch.ops.mkldnn._is_mkldnn_fp16_supported():
                 assert "slow_conv2d" in kernel and ("9 kernel taps" in kernel or "8 images" in kernel), kernel
+
+
+def test_torch_s_known_bf16_bug_fails_where_its_kernel_runs_and_is_listed():
+    """cases/known_failures/torch_cpu.txt: torch 2.13's bf16 convolution with output width 1 (kernel and
+    stride width >= 2) is wrong in oneDNN's AMX kernel. Where that kernel runs, convcheck must fail torch's
+    answer and the list must call it a known failure; on torch's slow kernel (oneDNN off, on any CPU) and on
+    a CPU without AMX tiles torch is right: it must pass, and the list says the bug is not there."""
+    from pathlib import Path
+
+    from convcheck.check import run_check
+    from convcheck.expectations import apply, read_expectations
+
+    known = read_expectations(Path(__file__).resolve().parent.parent / "cases" / "known_failures" / "torch_cpu.txt")
+    p = parse_descriptor("mb2ic1ih14iw2oc4oh11ow1kh4kw2sw2ph0pw0").with_(dtype="bf16")
+    amx = torch.cpu._is_amx_tile_supported() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    for onednn in (False, True):
+        with _onednn(onednn):
+            kernel = torch_conv.select_kernel(p)
+            r = run_check(p, backend="torch", device="cpu")
+        rec = apply(r.record(), known)
+        if onednn and amx and kernel == "Mkldnn" and torch.__version__.startswith("2.13."):
+            assert r.status == "failed" and rec["status"] == "known-failure", (r.status, r.message)
+            assert r.comparison.max_ratio > 100, r.comparison.max_ratio  # not rounding: a wrong answer
+        elif not (onednn and amx):
+            assert r.status == "passed" and rec["status"] == "passed" and rec["expected_failure_fixed"], (kernel, r.message)
