@@ -103,6 +103,21 @@ def test_the_declared_model_is_torch_s_arithmetic_bit_for_bit(onednn, dtype, dir
         assert discriminating >= len(PROBLEMS) // 2, "the staged model must differ from rounding once on the slow path"
 
 
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_onednn_rounds_the_fp32_sum_once_at_depth(dtype):
+    """A weight gradient at batch 32 on a 56x56 map sums 100,352 products per output, which oneDNN splits
+    between threads and blocks: where it runs, its answer must still be the fp32 sum rounded once (seen
+    on an Intel Xeon with AMX: bf16 on AMX tiles, fp16 on avx512_fp16). The 7-bit data keep every
+    partial sum exact in fp32 (a random walk of 14-bit products stays far below 2^24 units)."""
+    p = parse_descriptor("mb32ic16ih56oc16oh56kh3ph1").with_(dtype=dtype, direction="wgrad")
+    computes = torch_conv.computes(p)
+    if computes.stages is not None:
+        pytest.skip(f"{computes.describe(p)} runs here, not oneDNN (the bit-for-bit test covers it)")
+    got, x, w, dy, storage = _run(p, dtype, torch.Generator().manual_seed(11))
+    model = _emulate(p, computes, x, w, dy, storage)
+    assert torch.equal(got.float(), model.float()), (computes.describe(p), float((got.float() != model.float()).float().mean()))
+
+
 def test_onednn_path_where_this_cpu_has_it():
     """Where oneDNN runs fp16/bf16 here, convcheck says so and models it as the fp32 sum rounded once."""
     have = {"fp16": torch.ops.mkldnn._is_mkldnn_fp16_supported(), "bf16": torch.ops.mkldnn._is_mkldnn_bf16_supported()}
