@@ -434,3 +434,36 @@ def test_recent_results_hold_at_most_their_bytes_oldest_out_first_and_digests_se
     assert digest(x) == digest(x.copy()) == digest(torch.from_numpy(x.copy()))
     assert digest(x) != digest(y) and digest(x) != digest(x.reshape(3, 4)) and digest(x) != digest(x.astype(np.float64))
     assert digest(x, None) != digest(None, x)
+
+
+def test_the_benchmark_checks_each_plant_right_after_its_peer_so_one_kept_bound_serves_them(monkeypatch, capsys):
+    """At batch 32 one bound of a large VGG-16 layer fills most of fast_bound.RECENT, so F(4,3)'s plants
+    must come right after F(4,3) (not after F(6,3), whose bound would evict it): with room for a single
+    bound, each correct implementation computes its own and every plant reuses its peer's."""
+    import importlib
+    import signal
+
+    from convcheck import fast_bound
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    benchmark = importlib.import_module("fast_algorithms")
+    energies, sizes = [], []
+    energy, put = winograd.rounding_energy, fast_bound.RECENT.put
+    monkeypatch.setattr(winograd, "rounding_energy", lambda b: energies.append(1) or energy(b))
+    monkeypatch.setattr(fast_bound.RECENT, "put", lambda key, value, nbytes: sizes.append(nbytes) or put(key, value, nbytes))
+    p = parse_descriptor("mb1ic8ih12oc8oh12kh3ph1")
+    one = 2 * 8 * p.result_shape[0] * p.result_shape[1] * p.result_shape[2] * p.result_shape[3]  # a and s2, float64
+    monkeypatch.setattr(fast_bound.RECENT, "max_bytes", one + one // 2)
+    fast_bound.RECENT.clear()
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        verdict = benchmark.main(["--problem", p.descriptor(), "--dtypes", "fp32", "--directions", "fprop",
+                                  "--impls", "f2_lavin,f4_lavin,f6_lavin",
+                                  "--plants", "winograd-coefficient,winograd-dropped-tile,winograd-border-tile"])
+    finally:
+        signal.signal(signal.SIGTERM, handlers[0])
+        signal.signal(signal.SIGINT, handlers[1])
+    assert verdict == 0, capsys.readouterr().out
+    assert set(sizes) == {one}  # one bound fits, two do not
+    assert len(energies) == 3 and fast_bound.RECENT.hits == 3, (len(energies), fast_bound.RECENT.hits)
