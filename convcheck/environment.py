@@ -125,6 +125,26 @@ def _cpu_model() -> str:
     return found.group(1).strip() if found else (platform.processor() or platform.machine() or "unknown")
 
 
+def onednn_isa_cap() -> str | None:
+    """oneDNN's own ISA cap (``ONEDNN_MAX_CPU_ISA``, formerly ``DNNL_MAX_CPU_ISA``), or None: oneDNN uses
+    no instructions above it, whatever the CPU has, and torch asks oneDNN whether it has fp16/bf16
+    kernels, so a cap also moves torch to its slow kernels (AVX512_CORE_BF16: no fp16; AVX2: neither).
+    One machine can so run each CPU's path (.ci/run does)."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or None
+
+
+def onednn_amx(dtype: str) -> bool:
+    """Whether oneDNN runs ``dtype`` ("bf16", "fp16") on AMX tiles here: the CPU has them for the type
+    (AMX-BF16; AMX-FP16 for fp16) and oneDNN's ISA cap allows them (an AMX ISA, ALL, DEFAULT or none)."""
+    import torch
+
+    has = {"bf16": torch.cpu._is_amx_tile_supported, "fp16": torch.cpu._is_amx_fp16_supported}.get(dtype)
+    if has is None or not _try(has, False):
+        return False
+    cap = (onednn_isa_cap() or "ALL").upper()
+    return cap in ("ALL", "DEFAULT") or ("AMX" in cap and (dtype == "bf16" or "FP16" in cap))
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_facts() -> dict:
     """The CPU, and what torch's CPU kernels make of it: a fact about torch's convolution holds for
@@ -138,12 +158,16 @@ def cpu_facts() -> dict:
     except ImportError:
         return info
 
-    def yes(ask) -> str:
-        return _try(lambda: "yes" if ask() else "no", "unknown")
+    def onednn(dtype: str, ask) -> str:
+        if not _try(ask, False):
+            return f"{dtype} no"
+        return f"{dtype} yes" + (" (AMX tiles)" if _try(lambda: onednn_amx(dtype), False) else "")
 
+    cap = onednn_isa_cap()
     info["cpu (torch)"] = (
-        f"{_try(torch.backends.cpu.get_cpu_capability, 'unknown')}, AMX tiles {yes(torch.cpu._is_amx_tile_supported)}; "
-        f"oneDNN fp16 {yes(torch.ops.mkldnn._is_mkldnn_fp16_supported)}, bf16 {yes(torch.ops.mkldnn._is_mkldnn_bf16_supported)}")
+        f"{_try(torch.backends.cpu.get_cpu_capability, 'unknown')}; "
+        f"oneDNN {onednn('fp16', torch.ops.mkldnn._is_mkldnn_fp16_supported)}, "
+        f"{onednn('bf16', torch.ops.mkldnn._is_mkldnn_bf16_supported)}" + (f"; ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
     return info
 
 

@@ -290,11 +290,12 @@ def test_torch_s_known_bf16_bug_fails_where_its_kernel_runs_and_is_listed():
     from pathlib import Path
 
     from convcheck.check import run_check
+    from convcheck.environment import onednn_amx
     from convcheck.expectations import apply, read_expectations
 
     known = read_expectations(Path(__file__).resolve().parent.parent / "cases" / "known_failures" / "torch_cpu.txt")
     p = parse_descriptor("mb2ic1ih14iw2oc4oh11ow1kh4kw2sw2ph0pw0").with_(dtype="bf16")
-    amx = torch.cpu._is_amx_tile_supported() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    amx = onednn_amx("bf16") and torch.ops.mkldnn._is_mkldnn_bf16_supported()  # AMX, unless oneDNN is capped below it
     for onednn in (False, True):
         with _onednn(onednn):
             kernel = torch_conv.select_kernel(p)

@@ -147,7 +147,11 @@ def _why_slow(problem: ConvProblem) -> str:
     supported = {"fp16": torch.ops.mkldnn._is_mkldnn_fp16_supported, "bf16": torch.ops.mkldnn._is_mkldnn_bf16_supported}
     check = supported.get(problem.dtype)
     if check is not None and not check():
-        return f"oneDNN has no {problem.dtype} on this CPU: {torch.backends.cpu.get_cpu_capability()}"
+        from ..environment import onednn_isa_cap
+
+        cap = onednn_isa_cap()
+        return (f"oneDNN has no {problem.dtype} on this CPU: {torch.backends.cpu.get_cpu_capability()}"
+                + (f", oneDNN capped at ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
     return "torch chose it for this shape"
 
 
