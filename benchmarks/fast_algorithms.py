@@ -43,6 +43,7 @@ from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 
 from convcheck import winograd  # noqa: E402
 from convcheck.errors import BadInput  # noqa: E402
+from convcheck.memory import TooLarge, require_fits  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 from convcheck.sweep import collect  # noqa: E402
 from convcheck.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
@@ -193,8 +194,8 @@ def merged_output(paths: list) -> tuple[str, int]:
     tally = merge([Tally.parse(text, f"--merge {path}") for path, text in zip(paths, texts)])
     heads = sorted({line for text in texts for line in text.splitlines()[:1] if line.startswith("# ")})
     whats = [m[1] for text in texts for m in re.finditer(r"^## Fast algorithms, declared \(.*?\), (.*)$", text, re.M)]
-    # what a run did not check: problems over --max-macs, and a run cut short (said with its file)
-    left = [line for text in texts for line in text.splitlines() if line.startswith("Left out (over --max-macs")]
+    # what a run did not check: problems over --max-macs or refused for memory, and a run cut short (said with its file)
+    left = [line for text in texts for line in text.splitlines() if line.startswith(("Left out (over --max-macs", "Refused ("))]
     cut = [f"{path}: {line}" for path, text in zip(paths, texts) for line in text.splitlines() if line.startswith("Cut short after ")]
     left += cut
     out = "\n".join(heads) + "\n" + tally.tables(f"merged from {len(paths)} runs: {'; '.join(whats)}")
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
         except OSError as e:
             ap.error(f"--progress {args.progress}: cannot write it ({e.strerror})")
     start = time.perf_counter()
-    names, left_out = list(impls), []
+    names, left_out, refused = list(impls), [], []
     finished = []  # one Tally per problem, added in when the problem is done (a run cut short keeps those)
     chosen = ([("given", parse_descriptor(d), None) for d in args.problem] if args.problem else
               [(net, layer, mb) for net in args.nets.split(",") for layer in layers(net, args.layers)
@@ -303,6 +304,12 @@ def main(argv=None) -> int:
     try:
         for net, p, mb in grid:
             direction, dtype = p.direction, p.dtype
+            try:  # the checks' own refusal, asked first: a problem that does not fit now is said, and the grid goes on
+                require_fits(p, {args.device}, None, where["reference"])
+            except TooLarge as e:
+                refused.append(f"{p.name or p.descriptor()} mb{mb} {direction} {dtype} ({e})")
+                print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype}: refused: {e}", file=sys.stderr, flush=True)
+                continue
             key = (net, direction, dtype)
             own, cells = {}, []
             row, worst, ratios, alarms, missed, invisible, cost = dict.fromkeys(COUNTS, 0), {}, {}, [], [], 0, {}
@@ -343,12 +350,12 @@ def main(argv=None) -> int:
             # signal sent on reading the line (as `timeout` or a watcher may) finds that problem already kept
             finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
             if progress is not None:  # the output as it would be cut short here
-                _replace(progress, head + "\n" + _report(names, finished, len(grid), left_out, args, start, cut=True)[0] + "\n")
+                _replace(progress, head + "\n" + _report(names, finished, len(grid), left_out, refused, args, start, cut=True)[0] + "\n")
             print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                   file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         cut = True
-    report, tally = _report(names, finished, len(grid), left_out, args, start, cut=cut)
+    report, tally = _report(names, finished, len(grid), left_out, refused, args, start, cut=cut)
     print(report)
     if progress is not None:
         _replace(progress, head + "\n" + report + "\n")
@@ -363,7 +370,7 @@ def _replace(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-def _report(names, finished, problems, left_out, args, start, cut) -> tuple[str, Tally]:
+def _report(names, finished, problems, left_out, refused, args, start, cut) -> tuple[str, Tally]:
     """The output after the header (the tables of the finished problems, whether the run was cut short
     before all ``problems`` finished, what --max-macs left out, the time) and the merged tally."""
     which = "" if args.layers == slice(None) else f" (layers {args.layers.start + 1 if args.layers.start else 1}-{args.layers.stop})"
@@ -376,6 +383,8 @@ def _report(names, finished, problems, left_out, args, start, cut) -> tuple[str,
     if left_out:
         lines.append(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
                      + (" ..." if len(left_out) > 8 else ""))
+    if refused:  # the checks' memory estimate said no (run_check would raise it): not checked, said
+        lines.append(f"\nRefused (would not fit in memory): {len(refused)}: " + "; ".join(refused))
     lines.append(f"\n{tally.seconds:.0f} s")
     return "\n".join(lines), tally
 

@@ -156,3 +156,16 @@ def test_fast_algorithms_killed_outright_keeps_the_finished_problems_in_its_prog
     unwritable = subprocess.run(command[:-1] + [str(tmp_path / "absent" / "run.md")], capture_output=True, text=True,
                                 timeout=60, cwd=REPO)
     assert unwritable.returncode == 2 and "--progress" in unwritable.stderr.splitlines()[-1], unwritable.stderr
+
+
+def test_fast_algorithms_says_a_problem_that_would_not_fit_and_goes_on(tmp_path):
+    """A problem the checks' memory estimate refuses (run_check would raise TooLarge) is one line of the
+    output, not the end of the run: the problems after it are still checked, and --merge keeps the line."""
+    huge = "mb4096ic512ih224oc512oh224kh3ph1"  # terabytes: refused on any machine
+    out = _run("fast_algorithms.py", "--problem", huge, "--problem", "mb1ic8ih10oc8oh10kh3ph1", "--dtypes", "fp32",
+               "--directions", "fprop", "--max-macs", "1e30", "--impls", "f4_lavin", "--plants", "winograd-coefficient")
+    assert "In all: 1 correct checks, 0 false alarms; 1 of 1 visible plants caught." in out, out
+    refused = next(line for line in out.splitlines() if line.startswith("Refused (would not fit in memory): 1: "))
+    assert "mb4096ic512ih224iw224" in refused and "more than available" in refused, refused
+    (tmp_path / "run.md").write_text(out)
+    assert refused in _run("fast_algorithms.py", "--merge", str(tmp_path / "run.md"))
