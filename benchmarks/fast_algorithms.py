@@ -43,7 +43,8 @@ from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 
 from convcheck import winograd  # noqa: E402
 from convcheck.errors import BadInput  # noqa: E402
-from convcheck.memory import TooLarge, require_fits  # noqa: E402
+from convcheck.check import require_room  # noqa: E402
+from convcheck.memory import TooLarge  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 from convcheck.sweep import collect  # noqa: E402
 from convcheck.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
@@ -305,50 +306,15 @@ def main(argv=None) -> int:
         for net, p, mb in grid:
             direction, dtype = p.direction, p.dtype
             try:  # the checks' own refusal, asked first: a problem that does not fit now is said, and the grid goes on
-                require_fits(p, {args.device}, None, where["reference"])
-            except TooLarge as e:
+                require_room(p, {args.device}, None, where["reference"])
+                tally, cells = _problem(net, p, mb, impls, plants, where)
+            except TooLarge as e:  # before its first check, or at one of them (the memory free can drop meanwhile)
                 refused.append(f"{p.name or p.descriptor()} mb{mb} {direction} {dtype} ({e})")
                 print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype}: refused: {e}", file=sys.stderr, flush=True)
                 continue
-            key = (net, direction, dtype)
-            own, cells = {}, []
-            row, worst, ratios, alarms, missed, invisible, cost = dict.fromkeys(COUNTS, 0), {}, {}, [], [], 0, {}
-            for name, algorithm in impls.items():
-                r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm, **where)
-                own[name] = e
-                row["correct"] += 1
-                ratio = r.comparison.max_ratio if r.comparison else float("inf")
-                worst[key + (name,)] = ratio
-                cells.append(f"{name} {r.status} {ratio:.2f}")
-                cost[name] = {k: r.stages.get(k, 0.0) for k in STAGES}
-                if r.status != "passed":
-                    row["alarms"] += 1
-                    alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
-                # its plants next, while the bound they share with it is the newest kept one
-                # (convcheck.fast_bound.RECENT: at batch 32 one VGG-16 bound fills most of it)
-                for bug in (b for b in plants if PEER[algorithm_of(b)] == name):
-                    try:
-                        r, e = checked(p, backend="torch", plant=bug, **where)
-                    except BadInput as refused:  # the bug cannot change these inputs' answer, even in float64
-                        if refused.option != "plant":
-                            raise
-                        invisible += 1
-                        cells.append(f"{bug} refused (no effect)")
-                        continue
-                    if r.status == "unsupported":
-                        continue
-                    row["plants"] += 1
-                    times = e / own[name] if own[name] else math.inf
-                    visible = times >= 3
-                    ratios[bug] = (times, times)
-                    row["visible"] += visible
-                    row["caught"] += visible and r.status == "failed"
-                    if visible and r.status != "failed":
-                        missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
-                    cells.append(f"{bug} {times:.3g}x {r.status}")
             # each problem is tallied as it finishes, then said: a run cut short keeps what it measured, and a
             # signal sent on reading the line (as `timeout` or a watcher may) finds that problem already kept
-            finished.append(Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost))
+            finished.append(tally)
             if progress is not None:  # the output as it would be cut short here
                 _replace(progress, head + "\n" + _report(names, finished, len(grid), left_out, refused, args, start, cut=True)[0] + "\n")
             print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
@@ -360,6 +326,50 @@ def main(argv=None) -> int:
     if progress is not None:
         _replace(progress, head + "\n" + report + "\n")
     return 1 if cut and len(finished) < len(grid) else tally.verdict()
+
+
+def _problem(net, p, mb, impls, plants, where) -> tuple[Tally, list]:
+    """Every correct implementation of ``p`` and its plants, checked: the problem's Tally and its line's
+    cells. A TooLarge from a check passes through: the problem is then refused whole, not half-counted."""
+    direction, dtype = p.direction, p.dtype
+    names = list(impls)
+    key = (net, direction, dtype)
+    own, cells = {}, []
+    row, worst, ratios, alarms, missed, invisible, cost = dict.fromkeys(COUNTS, 0), {}, {}, [], [], 0, {}
+    for name, algorithm in impls.items():
+        r, e = checked(p, backend=f"{IMPLS}:{name}_{direction}", algorithm=algorithm, **where)
+        own[name] = e
+        row["correct"] += 1
+        ratio = r.comparison.max_ratio if r.comparison else float("inf")
+        worst[key + (name,)] = ratio
+        cells.append(f"{name} {r.status} {ratio:.2f}")
+        cost[name] = {k: r.stages.get(k, 0.0) for k in STAGES}
+        if r.status != "passed":
+            row["alarms"] += 1
+            alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
+        # its plants next, while the bound they share with it is the newest kept one
+        # (convcheck.fast_bound.RECENT: at batch 32 one VGG-16 bound fills most of it)
+        for bug in (b for b in plants if PEER[algorithm_of(b)] == name):
+            try:
+                r, e = checked(p, backend="torch", plant=bug, **where)
+            except BadInput as why:  # the bug cannot change these inputs' answer, even in float64
+                if why.option != "plant" or isinstance(why, TooLarge):
+                    raise
+                invisible += 1
+                cells.append(f"{bug} refused (no effect)")
+                continue
+            if r.status == "unsupported":
+                continue
+            row["plants"] += 1
+            times = e / own[name] if own[name] else math.inf
+            visible = times >= 3
+            ratios[bug] = (times, times)
+            row["visible"] += visible
+            row["caught"] += visible and r.status == "failed"
+            if visible and r.status != "failed":
+                missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
+            cells.append(f"{bug} {times:.3g}x {r.status}")
+    return Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost), cells
 
 
 def _replace(path: Path, text: str) -> None:

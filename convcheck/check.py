@@ -452,6 +452,21 @@ def _small_everywhere(result: CheckResult) -> str:
             "(--algorithm winograd:M, algorithm='winograd:M'); a direct sum must match the exact fill bit for bit")
 
 
+def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None) -> int:
+    """:func:`convcheck.memory.require_fits`, after letting go of the kept fast-algorithm bounds
+    (:data:`convcheck.fast_bound.RECENT`) where they are what stands in the way: they are a saving,
+    never a reason to refuse a check. Raises :class:`~convcheck.memory.TooLarge` if it still would not fit."""
+    from .fast_bound import RECENT
+    from .memory import TooLarge, require_fits
+
+    try:
+        return require_fits(problem, devices, max_memory, reference)
+    except TooLarge:
+        if not RECENT.release():
+            raise
+        return require_fits(problem, devices, max_memory, reference)
+
+
 def run_check(
     problem: ConvProblem,
     backend: str = "auto",
@@ -487,12 +502,11 @@ def run_check(
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.memory.TooLarge` before anything is allocated."""
     from .environment import versions
-    from .memory import require_fits
 
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, reference, device)
-    require_fits(problem, {plan.backend_device, plan.reference_device}, max_memory, plan.reference)  # before any allocation
+    require_room(problem, {plan.backend_device, plan.reference_device}, max_memory, plan.reference)  # before any allocation
     options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":

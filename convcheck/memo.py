@@ -60,6 +60,17 @@ class RecentResults:
         while sum(n for _, n in self._held.values()) > self.max_bytes:
             self._held.popitem(last=False)
 
+    def release(self) -> int:
+        """Let go of every result held (the counts stay): the bytes they held, 0 if none. What the process
+        needs for work comes first: a check that would not fit beside the results kept asks for this."""
+        held = sum(n for _, n in self._held.values())
+        self._held.clear()
+        if held:
+            import gc
+
+            gc.collect()  # the tensors' memory goes back now, before the caller asks what is available
+        return held
+
     def clear(self) -> None:
         self._held.clear()
         self.hits = self.misses = 0

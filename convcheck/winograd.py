@@ -373,6 +373,16 @@ ENERGY_SLICE_ELEMENTS = 2 ** 24
 FIRST_PASS_SLICE_ELEMENTS = 2 ** 22
 
 
+def _compiled(x) -> bool:
+    """Whether the energy's elementwise sweeps over ``x`` run compiled (:mod:`convcheck.energy_kernels`:
+    float64 on the CPU, numba installed); else the torch code below, the same values."""
+    import torch
+
+    from . import energy_kernels
+
+    return x.device.type == "cpu" and x.dtype == torch.float64 and energy_kernels.available()
+
+
 def _chunk(like) -> int:
     return CHUNK_ELEMENTS if like.device.type == "cpu" else GPU_CHUNK_ELEMENTS
 
@@ -412,6 +422,11 @@ def _dot_energy(t, x):
     reversed_adds = (live.flip(-1) & (live.flip(-1).cumsum(-1) > 1)).flip(-1)
     lead, (l, cols) = x.shape[:-2], x.shape[-2:]
     flat = x.reshape(-1, l, cols)
+    if _compiled(x):
+        from . import energy_kernels
+
+        return FP32_U2 * energy_kernels.dot_energy(t, prod, natural_adds, reversed_adds, flat).reshape(
+            *lead, t.shape[0], cols)
     out = x.new_empty((flat.shape[0], t.shape[0], cols))
     step = max(1, _chunk(x) // max(1, t.shape[0] * l * cols))
     for b0 in range(0, flat.shape[0], step):
@@ -437,6 +452,10 @@ def _sum_energy(lt, rt):
     up to the one before last (reversed), with no masks to build (on the CPU: the same values)."""
     import torch
 
+    if _compiled(lt):
+        from . import energy_kernels
+
+        return FP32_U2 * (energy_kernels.sum_energy(lt, rt) + _point_sum(lt * lt, rt * rt))
     g, i, s, a = lt.shape[:3] + (lt.shape[-1],)
     j = rt.shape[1]
     out = lt.new_zeros((g, i, j, a, a))  # in binade^2 (times FP32_U2 at the end)
@@ -474,12 +493,20 @@ def _first_pass(energy_left, other, t_this, t3, j_side: bool):
     import torch
 
     g, y, s, a = other.shape[:4]
-    per_y = g * s * a * t_this.shape[1] * t3.shape[0]  # one y's Q: (S, a, l, o)
+    l, o, x_n = t_this.shape[1], t3.shape[0], energy_left.shape[1]
+    per_y = g * s * a * l * o  # one y's Q: (S, a, l, o)
     step = max(1, FIRST_PASS_SLICE_ELEMENTS // per_y)  # each y's sum reads its own Q: sliced, the same values
-    x = energy_left.new_empty((g, energy_left.shape[1], y, a, t3.shape[0]))
+    # both sums as batched GEMMs over (g, a): Q = other @ M, M[b, (l, o)] = T[b, l] * T3[o, b]; then
+    # x[., X, (Y', o)] = E[., X, (s, l)] @ Q^2[., (s, l), (Y', o)] (1.7x the einsums' speed, VGG-16's conv4_2)
+    m = (t_this[:, :, None] * t3.T[:, None, :]).reshape(a, l * o)
+    e = energy_left.permute(0, 3, 1, 2, 4).reshape(g, a, x_n, s * l)
+    x = energy_left.new_empty((g, x_n, y, a, o))
     for y0 in range(0, y, step):
-        q = torch.einsum("gysab,bl,ob->gysalo", other[:, y0:y0 + step], t_this, t3)  # (G, Y', S, a, l, o)
-        x[:, :, y0:y0 + step] = torch.einsum("gysalo,gxsal->gxyao", q.square_(), energy_left)  # (G, X, Y', a, o)
+        part = other[:, y0:y0 + step]
+        yn = part.shape[1]
+        q = (part.permute(0, 3, 2, 1, 4) @ m).reshape(g, a, s, yn, l, o)  # (G, a, S, Y', l, o)
+        q = q.permute(0, 1, 2, 4, 3, 5).reshape(g, a, s * l, yn * o).square_()
+        x[:, :, y0:y0 + step] = (e @ q).reshape(g, a, x_n, yn, o).permute(0, 2, 3, 1, 4)  # (G, X, Y', a, o)
     out = torch.einsum("pa,gxyao->gxypo", t3 * t3, x)  # (G, X, Y, o1, o2)
     return out.transpose(1, 2) if j_side else out
 

@@ -466,3 +466,67 @@ def test_the_benchmark_checks_each_plant_right_after_its_peer_so_one_kept_bound_
     assert verdict == 0, capsys.readouterr().out
     assert set(sizes) == {one}  # one bound fits, two do not
     assert len(energies) == 3 and fast_bound.RECENT.hits == 3, (len(energies), fast_bound.RECENT.hits)
+
+
+def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the_grid_goes_on(monkeypatch, capsys):
+    """The memory free can drop between the benchmark's question and a check's own (the kept bounds, the
+    last check's arrays): a TooLarge at the third check of a problem refuses that problem, whole (no
+    half-counted row), says so, and the next problem is checked; no traceback ends the run."""
+    import importlib
+    import signal
+
+    from convcheck.memory import TooLarge
+
+    monkeypatch.setattr(sys, "path", [str(REPO / "benchmarks")] + sys.path)
+    benchmark = importlib.import_module("fast_algorithms")
+    checked, calls = benchmark.checked, []
+
+    def running_out(p, **kw):
+        calls.append(p.direction)
+        if p.direction == "fprop" and calls.count("fprop") == 3:
+            raise TooLarge("the problem needs about 18.4 GiB to check, more than available host memory (17.7 GiB)")
+        return checked(p, **kw)
+
+    monkeypatch.setattr(benchmark, "checked", running_out)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        verdict = benchmark.main(["--problem", "mb1ic8ih10oc8oh10kh3ph1", "--dtypes", "fp32", "--directions", "fprop,dgrad",
+                                  "--impls", "f4_lavin", "--plants", "winograd-coefficient,winograd-dropped-tile"])
+    finally:
+        signal.signal(signal.SIGTERM, handlers[0])
+        signal.signal(signal.SIGINT, handlers[1])
+    out = capsys.readouterr().out
+    assert verdict == 0, out
+    assert calls.count("fprop") == 3 and calls.count("dgrad") == 3  # fprop stopped at its third check; dgrad whole
+    rows = [line for line in out.splitlines() if line.startswith("| given |")]
+    assert len(rows) == 1 and rows[0].startswith("| given | dgrad | fp32 | 1 | 0 |"), out
+    refused = next(line for line in out.splitlines() if line.startswith("Refused (would not fit in memory): 1: "))
+    assert " fprop fp32 (" in refused and "17.7 GiB" in refused, refused
+
+
+def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
+    """A check that would not fit beside the kept fast bounds (fast_bound.RECENT) is not refused for them:
+    they are let go, and the check is asked again; with nothing kept, the refusal stands."""
+    from convcheck import check, fast_bound, memory
+
+    p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1")
+    need = memory.estimate(p)
+    free = [need - 1]  # too little, until the kept bounds go
+    monkeypatch.setattr(memory, "available_host", lambda: free[0])
+    monkeypatch.setattr(fast_bound.RECENT, "release", lambda real=fast_bound.RECENT.release: free.__setitem__(0, need) or real() or 1)
+    assert check.require_room(p, {"cpu"}) == need
+    free[0] = need - 1
+    monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept: refused
+    with pytest.raises(memory.TooLarge):
+        check.require_room(p, {"cpu"})
+
+
+def test_release_lets_go_of_every_kept_result_and_says_how_much():
+    from convcheck.memo import RecentResults
+
+    kept = RecentResults(100)
+    kept.put("a", object(), 30)
+    kept.put("b", object(), 40)
+    kept.get("a")
+    assert kept.release() == 70 and len(kept) == 0 and kept.get("b") is None
+    assert kept.hits == 1 and kept.release() == 0

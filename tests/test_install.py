@@ -36,6 +36,7 @@ def test_the_gpu_extras_bring_the_frontend_cudnn_and_cupy():
         assert {"nvidia-cudnn-frontend", f"nvidia-cudnn-{suffix}"} <= reqs[extra]
         assert any(name.startswith("cupy-cuda") for name in reqs[extra])
     assert {"pytest", "hypothesis"} <= reqs["test"]
+    assert reqs["fast"] == {"numba"} and "numba" in reqs["test"]  # the suite runs the compiled sweeps
     assert not any(CUDA_WHEELS.match(name) for name in reqs["test"])
 
 
