@@ -28,7 +28,9 @@ import torch  # noqa: E402
 
 from convcheck import energy_kernels, fast_bound, winograd  # noqa: E402
 from convcheck.backends import numpy_ref  # noqa: E402
+from convcheck.errors import BadInput  # noqa: E402
 from convcheck.fill import make_inputs  # noqa: E402
+from convcheck.problem import parse_descriptor  # noqa: E402
 from fast_algorithms import layer_range, layers  # noqa: E402
 
 
@@ -59,37 +61,44 @@ def main(argv=None) -> int:
     ap.add_argument("--directions", default="fprop,dgrad,wgrad")
     ap.add_argument("--transform", default="winograd:4:lavin", help="the declared algorithm (as --algorithm)")
     ap.add_argument("--no-eager", action="store_true", help="time the compiled sweeps and the reference only")
+    ap.add_argument("--problem", action="append", default=[], metavar="DESCRIPTOR",
+                    help="these problems (batch from the descriptor) instead of the nets' layers")
     args = ap.parse_args(argv)
     if not energy_kernels.available():
         print("winograd_energy.py: numba is not installed, so there are no compiled sweeps to time", file=sys.stderr)
         return 3
-    algorithm = fast_bound.parse_algorithm(args.transform)
+    try:
+        algorithm = fast_bound.parse_algorithm(args.transform)
+        problems = [parse_descriptor(d) for d in args.problem]
+    except BadInput as e:
+        ap.error(str(e))
     print(f"# torch {torch.__version__} ({torch.get_num_threads()} threads), numba {energy_kernels.numba.__version__}; "
-          f"{args.transform}, batch {args.mb}; seconds of WinogradBound.magnitudes, the kept bounds cleared\n")
+          f"{args.transform}, {'the problems given' if args.problem else f'batch {args.mb}'}; seconds of WinogradBound.magnitudes, the kept bounds cleared\n")
     print("| layer | direction | compiled s | eager torch s | eager / compiled | NumPy float64 reference s "
           "| compiled / reference | largest relative difference |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     speedups, costs = [], []
-    warm = layers(args.nets.split(",")[0])[0].with_(mb=1)  # the sweeps compile (or load from cache) once, untimed
+    chosen = (problems if problems else
+              [layer.with_(mb=args.mb) for net in args.nets.split(",") for layer in layers(net, args.layers)])
+    warm = chosen[0].with_(mb=1)  # the sweeps compile (or load from cache) once, untimed
     magnitudes(fast_bound.bound_for(algorithm, warm, "random"), make_inputs(warm, 0), eager=False)
-    for net in args.nets.split(","):
-        for layer in layers(net, args.layers):
-            for direction in args.directions.split(","):
-                p = layer.with_(mb=args.mb, direction=direction, dtype="fp32")
-                inputs = make_inputs(p, 0)
-                bound = fast_bound.bound_for(algorithm, p, "random")
-                t_ref, _ = _seconds(lambda: numpy_ref.compute(p, inputs))
-                t_fast, fast = _seconds(lambda: magnitudes(bound, inputs, eager=False))
-                cells = ["", "", ""]
-                if not args.no_eager:
-                    t_eager, eager = _seconds(lambda: magnitudes(bound, inputs, eager=True))
-                    diff = max(float(((f - e).abs() / e.abs().clamp_min(1e-300)).max()) for f, e in zip(fast, eager)
-                               if f is not None)
-                    speedups.append(t_eager / t_fast)
-                    cells = [f"{t_eager:.1f}", f"{t_eager / t_fast:.1f}", f"{diff:.1e}"]
-                costs.append(t_fast / t_ref)
-                print(f"| {p.name or p.descriptor()} | {direction} | {t_fast:.1f} | {cells[0]} | {cells[1]} | {t_ref:.2f} "
-                      f"| {t_fast / t_ref:.1f} | {cells[2]} |", flush=True)
+    for layer in chosen:
+        for direction in args.directions.split(","):
+            p = layer.with_(direction=direction, dtype="fp32")
+            inputs = make_inputs(p, 0)
+            bound = fast_bound.bound_for(algorithm, p, "random")
+            t_ref, _ = _seconds(lambda: numpy_ref.compute(p, inputs))
+            t_fast, fast = _seconds(lambda: magnitudes(bound, inputs, eager=False))
+            cells = ["", "", ""]
+            if not args.no_eager:
+                t_eager, eager = _seconds(lambda: magnitudes(bound, inputs, eager=True))
+                diff = max(float(((f - e).abs() / e.abs().clamp_min(1e-300)).max()) for f, e in zip(fast, eager)
+                           if f is not None)
+                speedups.append(t_eager / t_fast)
+                cells = [f"{t_eager:.3g}", f"{t_eager / t_fast:.2g}", f"{diff:.1e}"]
+            costs.append(t_fast / t_ref)
+            print(f"| {p.name or p.descriptor()} | {direction} | {t_fast:.3g} | {cells[0]} | {cells[1]} | {t_ref:.3g} "
+                  f"| {t_fast / t_ref:.3g} | {cells[2]} |", flush=True)
     geo = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
     print(f"\nGeometric means: compiled / reference {geo(costs):.1f}"
           + (f"; eager / compiled {geo(speedups):.1f}" if speedups else ""))

@@ -36,9 +36,21 @@ def available() -> bool:
     return numba is not None
 
 
+
+def _jit(**options):
+    """numba's njit, its machine code kept on disk (beside the module, else the user's cache) where it
+    can be; where nowhere is writable, compiled once per process instead (a few seconds)."""
+    def wrap(fn):
+        try:
+            return njit(cache=True, **options)(fn)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return njit(**options)(fn)
+    return wrap
+
+
 if numba is not None:
 
-    @njit(inline="always", cache=True)
+    @_jit(inline="always")
     def _binade2(v):
         """fp32's squared half-ulp at v over FP32_U2: (2^floor(log2 |v|(1+slack)))^2, at least the
         subnormal floor; the float64 exponent bits, as winograd._binade2."""
@@ -46,7 +58,7 @@ if numba is not None:
         b = np.int64(t).view(np.float64)
         return max(b * b, _FLOOR2)
 
-    @njit(parallel=True, cache=True)
+    @_jit(parallel=True)
     def _sum_energy_kernel(lt, rt, out):  # pragma: no cover - compiled; its values are tested
         """lt (G, I, S, P), rt (G, J, S, P) -> out (G, I, J, P): per pair and point, the larger of the
         natural and the reversed order's sums of squared binades of the running sums after the
@@ -99,7 +111,7 @@ if numba is not None:
                 for q in range(p_n):
                     out[g, i, j, q] = max(natural[q], backward[q])
 
-    @njit(cache=True)
+    @_jit()
     def _all_live(left, right, out):  # pragma: no cover - compiled
         """One pair's sums where no term is 0 (left, right: (S, P)) into ``out`` (P,): a loop over the points
         innermost, with no branch, which the compiler vectorises (its running sums in arrays of its own:
@@ -130,7 +142,7 @@ if numba is not None:
         for q in range(p_n):
             out[q] = max(natural[q], backward[q])
 
-    @njit(parallel=True, cache=True)
+    @_jit(parallel=True)
     def _dot_energy_kernel(t, prod, natural_adds, reversed_adds, x, out):  # pragma: no cover - compiled
         """t (A, L), its masks (A, L) as float64 0/1, x (B, L, C) -> out (B, A, C): per entry of t @ x,
         the squared binades of the products by coefficients not a power of two, plus the larger of the

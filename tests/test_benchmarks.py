@@ -169,3 +169,19 @@ def test_fast_algorithms_says_a_problem_that_would_not_fit_and_goes_on(tmp_path)
     assert "mb4096ic512ih224iw224" in refused and "more than available" in refused, refused
     (tmp_path / "run.md").write_text(out)
     assert refused in _run("fast_algorithms.py", "--merge", str(tmp_path / "run.md"))
+
+
+def test_winograd_energy_times_the_compiled_sweeps_against_the_eager_code_and_they_agree():
+    """benchmarks/winograd_energy.py: the bound's magnitudes compiled and eager on the same inputs, each
+    row with both times, their ratio and the largest relative difference (the same values)."""
+    pytest.importorskip("numba")
+    out = _run("winograd_energy.py", "--problem", "mb2ic8ih12oc8oh12kh3ph1", "--directions", "fprop,wgrad")
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| mb2ic8ih12")]
+    assert [r[1].strip() for r in rows] == ["fprop", "wgrad"], out
+    for r in rows:
+        compiled, eager, ratio, diff = float(r[2]), float(r[3]), float(r[4]), float(r[7])
+        assert compiled > 0 and eager > 0 and ratio > 0 and diff < 1e-12, r
+    assert "Geometric means: compiled / reference" in out and "eager / compiled" in out
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "winograd_energy.py"), "--problem", "mb2ic8"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert bad.returncode == 2 and "mb2ic8" in bad.stderr.splitlines()[-1], bad.stderr
