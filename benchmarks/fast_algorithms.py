@@ -43,7 +43,6 @@ from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 
 from convcheck import winograd  # noqa: E402
 from convcheck.errors import BadInput  # noqa: E402
-from convcheck.check import require_room  # noqa: E402
 from convcheck.memory import TooLarge  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 from convcheck.sweep import collect  # noqa: E402
@@ -305,10 +304,10 @@ def main(argv=None) -> int:
     try:
         for net, p, mb in grid:
             direction, dtype = p.direction, p.dtype
-            try:  # the checks' own refusal, asked first: a problem that does not fit now is said, and the grid goes on
-                require_room(p, {args.device}, None, where["reference"])
+            try:
                 tally, cells = _problem(net, p, mb, impls, plants, where)
-            except TooLarge as e:  # before its first check, or at one of them (the memory free can drop meanwhile)
+            except TooLarge as e:  # the checks' own refusal (run_check asks before each check: the memory free can
+                # drop during a problem): the problem is said, not counted, and the grid goes on
                 refused.append(f"{p.name or p.descriptor()} mb{mb} {direction} {dtype} ({e})")
                 print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype}: refused: {e}", file=sys.stderr, flush=True)
                 continue
