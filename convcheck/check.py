@@ -452,7 +452,8 @@ def _small_everywhere(result: CheckResult) -> str:
             "(--algorithm winograd:M, algorithm='winograd:M'); a direct sum must match the exact fill bit for bit")
 
 
-def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None) -> int:
+def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None,
+                 algorithm=None) -> int:
     """:func:`convcheck.memory.require_fits`, after letting go of the kept fast-algorithm bounds
     (:data:`convcheck.fast_bound.RECENT`) where they are what stands in the way: they are a saving,
     never a reason to refuse a check. Raises :class:`~convcheck.memory.TooLarge` if it still would not fit."""
@@ -460,11 +461,11 @@ def require_room(problem, devices, max_memory: int | None = None, reference: str
     from .memory import TooLarge, require_fits
 
     try:
-        return require_fits(problem, devices, max_memory, reference)
+        return require_fits(problem, devices, max_memory, reference, algorithm)
     except TooLarge:
         if not RECENT.release():
             raise
-        return require_fits(problem, devices, max_memory, reference)
+        return require_fits(problem, devices, max_memory, reference, algorithm)
 
 
 def run_check(
@@ -506,7 +507,11 @@ def run_check(
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, reference, device)
-    require_room(problem, {plan.backend_device, plan.reference_device}, max_memory, plan.reference)  # before any allocation
+    from .fast_bound import declared as declared_algorithm
+
+    declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
+    # before any allocation; a declared Winograd algorithm's bound holds its own working set too
+    require_room(problem, {plan.backend_device, plan.reference_device}, max_memory, plan.reference, declared)
     options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
@@ -515,9 +520,6 @@ def run_check(
         if heuristics:
             options["heuristics"] = tuple(heuristics)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
-    from .fast_bound import declared as declared_algorithm
-
-    declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
     bound_name = declared.bound if declared else resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)

@@ -52,14 +52,48 @@ def native_columns(problem) -> int:
     return (problem.ic // problem.groups) * math.prod(problem.kernel) * math.prod(problem.output) * 8
 
 
-def estimate(problem, reference: str | None = None) -> int:
+def estimate(problem, reference: str | None = None, algorithm=None) -> int:
     """Bytes one check of ``problem`` holds at its peak, on each device it uses (with the
-    ``torch64`` reference, its native kernels' column buffer too)."""
+    ``torch64`` reference, its native kernels' column buffer too; judged by a declared Winograd
+    ``algorithm`` (convcheck.fast_bound.Algorithm), its bound's own working set too: :func:`winograd_bytes`)."""
     inputs = math.prod(problem.x_shape) + math.prod(problem.w_shape)
     if problem.direction != "fprop":
         inputs += math.prod(problem.y_shape)
     columns = native_columns(problem) if reference == "torch64" else 0
-    return inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + scratch(problem) + columns
+    fast = winograd_bytes(problem, algorithm.m or 2) if getattr(algorithm, "kind", None) == "winograd" else 0
+    return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + scratch(problem)
+            + columns + fast)
+
+
+def winograd_bytes(problem, m: int) -> int:
+    """Bytes the Winograd F(m x m, r x r) bound holds beside the check's own arrays at its peak, the
+    rounding energy (convcheck.winograd.rounding_energy), float64: the form's two operands (the filters
+    and the alpha x alpha input tiles, or in wgrad the m x m output-gradient tiles and the input tiles),
+    the left one's transformed tiles four times over (in slices of at most OPERAND_SLICE_ELEMENTS), the
+    right one's slices and the energy's intermediates (ENERGY_SLICE_ELEMENTS each, two dozen counted),
+    and the tiles' outputs four times (the energy's slices, their concatenation, the assembled energy,
+    the bound's coefficient term). Unknown m (a bare ``winograd``): 2, the most tiles per output."""
+    from .winograd import ENERGY_SLICE_ELEMENTS, OPERAND_SLICE_ELEMENTS
+
+    r = problem.kernel[0]
+    a = m + r - 1
+    g = problem.groups
+    cg, kg = problem.ic // g, problem.oc // g
+    if problem.direction == "wgrad":  # sum over images and tiles of dy: (output channel) x (input channel)
+        s, i, j = problem.mb * _tiles(problem.y_shape[2:], m), kg, cg
+        left, out = g * i * s * m * m, g * i * j * r * r
+    else:  # sum over channels: (filter row) x (image and tile of the result)
+        mapped = problem.y_shape[2:] if problem.direction == "fprop" else problem.x_shape[2:]
+        i, s = (kg, cg) if problem.direction == "fprop" else (cg, kg)
+        j = problem.mb * _tiles(mapped, m)
+        left, out = g * i * s * r * r, g * i * j * m * m
+    right = g * j * s * a * a
+    transformed = 4 * min(g * i * s * a * a, OPERAND_SLICE_ELEMENTS)
+    return 8 * (left + right + transformed + 24 * ENERGY_SLICE_ELEMENTS + 4 * out)
+
+
+def _tiles(size, m: int) -> int:
+    return math.prod(-(-d // m) for d in size)
 
 
 def scratch(problem) -> int:
@@ -100,9 +134,10 @@ class TooLarge(BadInput):
     """The problem would not fit in memory: refused before anything is allocated."""
 
 
-def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None) -> int:
+def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
+                 algorithm=None) -> int:
     """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
-    need = estimate(problem, reference)
+    need = estimate(problem, reference, algorithm)
     limits = []
     if max_memory is not None:
         limits.append((max_memory, "the given memory limit"))

@@ -195,12 +195,37 @@ class Bilinear(NamedTuple):
     assemble: Any
 
 
+def _slices(n: int, per_item: int, budget: int) -> list:
+    """Slices of range(n) whose items hold at most ``budget`` elements (``per_item`` each; one at least)."""
+    step = max(1, budget // max(per_item, 1))
+    return [slice(k, k + step) for k in range(0, n, step)]
+
+
+def _operand_slices(b: Bilinear) -> tuple[list, list]:
+    """The slices of i whose transformed tiles (G, i's, S, alpha, alpha) each hold at most
+    :data:`OPERAND_SLICE_ELEMENTS` (one slice where the operand fits: filters, and most layers), and the
+    slices of j whose tiles and sums with one slice of i, (S + i's) x alpha^2 each, hold at most
+    :data:`ENERGY_SLICE_ELEMENTS`. Each output depends on its own i and j alone: any slices give the same values."""
+    g, i, s = b.left.shape[:3]
+    a = b.t1.shape[0]
+    i_slices = _slices(i, g * s * a * a, OPERAND_SLICE_ELEMENTS)
+    i_n = min(i, i_slices[0].stop)
+    return i_slices, _slices(b.right.shape[1], g * a * a * (s + i_n), ENERGY_SLICE_ELEMENTS)
+
+
 def evaluate(b: Bilinear):
     """The form's value, each transform a product by its matrix, the sum over s one batched GEMM per
-    transform point."""
-    lt = b.t1 @ b.left @ b.t1.T
-    rt = b.t2 @ b.right @ b.t2.T
-    return b.assemble(b.t3 @ _point_sum(lt, rt) @ b.t3.T)
+    transform point; in slices of i and j (:func:`_operand_slices`), each output depending on its own i
+    and j alone."""
+    import torch
+
+    i_slices, j_slices = _operand_slices(b)
+    rows = []
+    for i in i_slices:
+        lt = b.t1 @ b.left[:, i] @ b.t1.T
+        row = [b.t3 @ _point_sum(lt, b.t2 @ b.right[:, j] @ b.t2.T) @ b.t3.T for j in j_slices]
+        rows.append(row[0] if len(row) == 1 else torch.cat(row, dim=2))
+    return b.assemble(rows[0] if len(rows) == 1 else torch.cat(rows, dim=1))
 
 
 def _point_sum(lt, rt):
@@ -365,6 +390,13 @@ GPU_CHUNK_ELEMENTS = 2 ** 24
 #: depends on its own right operand and the whole left one, so slices of j (tiles in fprop and dgrad,
 #: input channels in wgrad) give the same values.
 ENERGY_SLICE_ELEMENTS = 2 ** 24
+#: How many float64 elements one slice of the left operand's transformed tiles may hold: 2 GiB, held
+#: four times over by the energy (the tile and three passes' energies). Where the operand is larger (wgrad's
+#: output-gradient tiles, K x images x tiles x alpha^2: 3.3 GB for VGG-16's conv1_2 at batch 32 in F(2,3),
+#: 13 GB for the four), it is taken in slices of i, and the right operand transformed again for each: that
+#: costs (measured, one core, 64 channels, F(2,3)) about half the energy's time a slice, so the slices are
+#: few and large. Each output depends on its own i and j alone: the same values (to float64 rounding).
+OPERAND_SLICE_ELEMENTS = 2 ** 28
 #: The same for each slice of a first pass's Q (:func:`_first_pass`): 32 MiB, glibc's largest mmap
 #: threshold, so the slices reuse the heap, not fresh mappings faulted in page by page. VGG-16's conv1_1
 #: at batch 8, wgrad (Q over 64 channels x 100352 tiles): unsliced 12.1 GB for one energy and 177 s of
@@ -517,16 +549,18 @@ def rounding_energy(b: Bilinear):
     3e): what Higham & Mary's probabilistic bound ``lam*sqrt(ROUNDING_PROXY*energy)`` is made of. Each
     2-D transform is taken both ways (rows first, columns first; the larger), as an implementation may
     do either. Float64; about as much work as a few float64 Winograd evaluations. The left operand is
-    transformed once, the right one in slices of j (:data:`ENERGY_SLICE_ELEMENTS`)."""
+    transformed once where it fits (:data:`OPERAND_SLICE_ELEMENTS`; else in slices of i, the right one
+    transformed again for each), the right one in slices of j (:data:`ENERGY_SLICE_ELEMENTS`)."""
     import torch
 
-    g, i, s = b.left.shape[:3]
-    a = b.t2.shape[0]
-    j = b.right.shape[1]
-    step = max(1, ENERGY_SLICE_ELEMENTS // (g * a * a * (s + i)))  # a j's tiles (S, a, a), its sums (I, a, a)
-    left = _transformed(b.left, b.t1)
-    parts = [_energy(left, _transformed(b.right[:, j0:j0 + step], b.t2), b) for j0 in range(0, j, step)]
-    return b.assemble(parts[0] if len(parts) == 1 else torch.cat(parts, dim=2))
+    i_slices, j_slices = _operand_slices(b)
+    rows = []
+    for i in i_slices:
+        left = _transformed(b.left[:, i], b.t1)
+        parts = [_energy(left, _transformed(b.right[:, j], b.t2), b) for j in j_slices]
+        rows.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=2))
+        del left
+    return b.assemble(rows[0] if len(rows) == 1 else torch.cat(rows, dim=1))
 
 
 def _transformed(x, t):

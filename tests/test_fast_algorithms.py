@@ -530,3 +530,40 @@ def test_release_lets_go_of_every_kept_result_and_says_how_much():
     kept.get("a")
     assert kept.release() == 70 and len(kept) == 0 and kept.get("b") is None
     assert kept.hits == 1 and kept.release() == 0
+
+
+def test_a_declared_winograd_check_counts_its_bounds_memory(monkeypatch):
+    """The Winograd bound holds its own working set beside the check's arrays (the form's operands, the
+    transformed tiles four times, the energy's slices): a declared Winograd check is asked for it before
+    anything is allocated, so one that would not fit is refused with the numbers, not killed half-way.
+    The same problem checked as a direct sum is not."""
+    from convcheck import memory
+
+    p = parse_descriptor("mb2ic8ih20oc8oh20kh3ph1")
+    direct, f2 = memory.estimate(p), memory.estimate(p, None, parse_algorithm("winograd:2"))
+    assert f2 - direct == memory.winograd_bytes(p, 2) > 0
+    run_check(p, backend="torch", reference="numpy", max_memory=direct)  # fits as a direct sum
+    with pytest.raises(memory.TooLarge, match="needs about"):
+        run_check(p, backend=f"{IMPLS}:f2_lavin_fprop", algorithm="winograd:2:lavin", max_memory=f2 - 1)
+    result = run_check(p, backend=f"{IMPLS}:f2_lavin_fprop", algorithm="winograd:2:lavin", max_memory=f2)
+    assert result.status == "passed", result.message
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_winograd_memory_counts_each_operand_and_the_slices(direction, monkeypatch):
+    """winograd_bytes from the form's own shapes (convcheck.winograd.form): its two operands, the left
+    one's transformed tiles four times (at most OPERAND_SLICE_ELEMENTS a slice), the outputs' tiles."""
+    from convcheck import memory
+
+    p = parse_descriptor("g2mb3ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
+    t = winograd.published(4)
+    x, w, dy = (torch.ones(s, dtype=torch.float64) for s in (p.x_shape, p.w_shape, p.y_shape))
+    ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
+    b = winograd.form(p, *ops, t, t.tensors())
+    g, i, s = b.left.shape[:3]
+    j = b.right.shape[1]
+    out = g * i * j * t.m ** 2 if direction != "wgrad" else g * i * j * 9
+    fixed = 24 * winograd.ENERGY_SLICE_ELEMENTS
+    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 4 * g * i * s * 36 + fixed + 4 * out)
+    monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 100)  # the left one in slices: four of them held
+    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 4 * 100 + fixed + 4 * out)

@@ -152,3 +152,30 @@ def test_the_energy_in_slices_is_the_energy_whole(direction, monkeypatch):
     sliced = W.rounding_energy(b)
     assert len(calls) == 4 * b.right.shape[1]  # four first passes a j: it was sliced
     assert torch.allclose(sliced, whole, rtol=1e-13, atol=0), float(((sliced - whole).abs() / whole).max())
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_form_in_operand_slices_is_the_form_whole(direction, monkeypatch):
+    """evaluate and rounding_energy take an operand too large for OPERAND_SLICE_ELEMENTS in slices of i and
+    j (wgrad's output-gradient tiles at VGG-16's conv1_2, batch 32: 3.3 GB each of four arrays); one i and
+    one j a slice gives the values whole, to float64 rounding: groups, padding, a partial tile, a zero row."""
+    p = parse_descriptor("g2mb2ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
+    t = W.published(4)
+    g = torch.Generator().manual_seed(7)
+    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64) * 2 - 1 for s in (p.x_shape, p.w_shape, p.y_shape))
+    x[0, 1, 2] = 0
+    ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
+    b = W.form(p, *ops, t, t.tensors())
+    value, energy = W.evaluate(b), W.rounding_energy(b)
+    assert [len(sl) for sl in W._operand_slices(b)] == [1, 1]  # whole: one slice each
+    transformed = W._transformed
+    lefts = []
+    monkeypatch.setattr(W, "_transformed", lambda x, t: lefts.append(x.shape[1]) or transformed(x, t))
+    monkeypatch.setattr(W, "OPERAND_SLICE_ELEMENTS", 1)  # one i a slice
+    monkeypatch.setattr(W, "ENERGY_SLICE_ELEMENTS", 1)  # and one j
+    i_n, j_n = b.left.shape[1], b.right.shape[1]
+    assert W._operand_slices(b) == ([slice(k, k + 1) for k in range(i_n)], [slice(k, k + 1) for k in range(j_n)])
+    sliced_value, sliced_energy = W.evaluate(b), W.rounding_energy(b)
+    assert lefts == [1] * (i_n * (1 + j_n))  # each i alone, then each j alone again for each i
+    assert torch.allclose(sliced_value, value, rtol=1e-13, atol=1e-15)
+    assert torch.allclose(sliced_energy, energy, rtol=1e-13, atol=0), float(((sliced_energy - energy).abs() / energy).max())
