@@ -69,10 +69,12 @@ def winograd_bytes(problem, m: int) -> int:
     """Bytes the Winograd F(m x m, r x r) bound holds beside the check's own arrays at its peak, the
     rounding energy (convcheck.winograd.rounding_energy), float64: the form's two operands (the filters
     and the alpha x alpha input tiles, or in wgrad the m x m output-gradient tiles and the input tiles),
-    the left one's transformed tiles four times over (in slices of at most OPERAND_SLICE_ELEMENTS), the
-    right one's slices and the energy's intermediates (ENERGY_SLICE_ELEMENTS each, two dozen counted),
-    and the tiles' outputs four times (the energy's slices, their concatenation, the assembled energy,
-    the bound's coefficient term). Unknown m (a bare ``winograd``): 2, the most tiles per output."""
+    the left one's transformed tiles six times over (in slices of at most OPERAND_SLICE_ELEMENTS: the tile
+    and its three passes' energies, its square, a first pass's reshaped copy), and the right one's slices
+    with the energy's intermediates (ENERGY_SLICE_ELEMENTS each, a dozen). Its
+    output-sized arrays are the per-result bytes' (BYTES_PER_RESULT, which the direct check's bound
+    uses the same way). Measured against a benchmark process's RSS at VGG-16's size (docs/DESIGN.md 3e).
+    Unknown m (a bare ``winograd``): 2, the most tiles per output."""
     from .winograd import ENERGY_SLICE_ELEMENTS, OPERAND_SLICE_ELEMENTS
 
     r = problem.kernel[0]
@@ -81,15 +83,15 @@ def winograd_bytes(problem, m: int) -> int:
     cg, kg = problem.ic // g, problem.oc // g
     if problem.direction == "wgrad":  # sum over images and tiles of dy: (output channel) x (input channel)
         s, i, j = problem.mb * _tiles(problem.y_shape[2:], m), kg, cg
-        left, out = g * i * s * m * m, g * i * j * r * r
+        left = g * i * s * m * m
     else:  # sum over channels: (filter row) x (image and tile of the result)
         mapped = problem.y_shape[2:] if problem.direction == "fprop" else problem.x_shape[2:]
         i, s = (kg, cg) if problem.direction == "fprop" else (cg, kg)
         j = problem.mb * _tiles(mapped, m)
-        left, out = g * i * s * r * r, g * i * j * m * m
+        left = g * i * s * r * r
     right = g * j * s * a * a
-    transformed = 4 * min(g * i * s * a * a, OPERAND_SLICE_ELEMENTS)
-    return 8 * (left + right + transformed + 24 * ENERGY_SLICE_ELEMENTS + 4 * out)
+    transformed = 6 * min(g * i * s * a * a, OPERAND_SLICE_ELEMENTS)
+    return 8 * (left + right + transformed + 12 * ENERGY_SLICE_ELEMENTS)
 
 
 def _tiles(size, m: int) -> int:

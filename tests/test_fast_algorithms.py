@@ -552,7 +552,7 @@ def test_a_declared_winograd_check_counts_its_bounds_memory(monkeypatch):
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_the_winograd_memory_counts_each_operand_and_the_slices(direction, monkeypatch):
     """winograd_bytes from the form's own shapes (convcheck.winograd.form): its two operands, the left
-    one's transformed tiles four times (at most OPERAND_SLICE_ELEMENTS a slice), the outputs' tiles."""
+    one's transformed tiles six times (at most OPERAND_SLICE_ELEMENTS a slice), a dozen energy slices."""
     from convcheck import memory
 
     p = parse_descriptor("g2mb3ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
@@ -561,9 +561,7 @@ def test_the_winograd_memory_counts_each_operand_and_the_slices(direction, monke
     ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
     b = winograd.form(p, *ops, t, t.tensors())
     g, i, s = b.left.shape[:3]
-    j = b.right.shape[1]
-    out = g * i * j * t.m ** 2 if direction != "wgrad" else g * i * j * 9
-    fixed = 24 * winograd.ENERGY_SLICE_ELEMENTS
-    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 4 * g * i * s * 36 + fixed + 4 * out)
-    monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 100)  # the left one in slices: four of them held
-    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 4 * 100 + fixed + 4 * out)
+    fixed = 12 * winograd.ENERGY_SLICE_ELEMENTS
+    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 6 * g * i * s * 36 + fixed)
+    monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 100)  # the left one in slices: six of them held
+    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 6 * 100 + fixed)
