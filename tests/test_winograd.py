@@ -131,18 +131,23 @@ def test_the_energies_squared_half_ulp_is_fp32s_over_u_squared():
     assert float(W.FP32_U2 * W._binade2(torch.zeros(1, dtype=torch.float64))) == 2.0 ** -300  # an exact zero: the floor
 
 
+def _grouped_form(direction: str, seed: int):
+    """F(4,3)'s form of a small problem with groups, padding, a partial tile and a zero row, random float64."""
+    p = parse_descriptor("g2mb2ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
+    t = W.published(4)
+    g = torch.Generator().manual_seed(seed)
+    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64) * 2 - 1 for s in (p.x_shape, p.w_shape, p.y_shape))
+    x[0, 1, 2] = 0
+    ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
+    return W.form(p, *ops, t, t.tensors())
+
+
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_the_energy_in_slices_is_the_energy_whole(direction, monkeypatch):
     """rounding_energy slices the right operand's j and each first pass's Q (the memory of a VGG-16 layer
     at batch 8); slices of a few j give the energy of one slice, to float64 rounding: groups, padding,
     a partial tile, a zero row."""
-    p = parse_descriptor("g2mb2ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
-    t = W.published(4)
-    g = torch.Generator().manual_seed(5)
-    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64) * 2 - 1 for s in (p.x_shape, p.w_shape, p.y_shape))
-    x[0, 1, 2] = 0
-    ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
-    b = W.form(p, *ops, t, t.tensors())
+    b = _grouped_form(direction, seed=5)
     whole = W.rounding_energy(b)
     calls = []
     first_pass = W._first_pass
@@ -159,13 +164,7 @@ def test_the_form_in_operand_slices_is_the_form_whole(direction, monkeypatch):
     """evaluate and rounding_energy take an operand too large for OPERAND_SLICE_ELEMENTS in slices of i and
     j (wgrad's output-gradient tiles at VGG-16's conv1_2, batch 32: 3.3 GB each of four arrays); one i and
     one j a slice gives the values whole, to float64 rounding: groups, padding, a partial tile, a zero row."""
-    p = parse_descriptor("g2mb2ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
-    t = W.published(4)
-    g = torch.Generator().manual_seed(7)
-    x, w, dy = (torch.rand(s, generator=g, dtype=torch.float64) * 2 - 1 for s in (p.x_shape, p.w_shape, p.y_shape))
-    x[0, 1, 2] = 0
-    ops = [x if direction != "dgrad" else None, w if direction != "wgrad" else None, dy if direction != "fprop" else None]
-    b = W.form(p, *ops, t, t.tensors())
+    b = _grouped_form(direction, seed=7)
     value, energy = W.evaluate(b), W.rounding_energy(b)
     assert [len(sl) for sl in W._operand_slices(b)] == [1, 1]  # whole: one slice each
     transformed = W._transformed
