@@ -213,19 +213,29 @@ def _operand_slices(b: Bilinear) -> tuple[list, list]:
     return i_slices, _slices(b.right.shape[1], g * a * a * (s + i_n), ENERGY_SLICE_ELEMENTS)
 
 
-def evaluate(b: Bilinear):
-    """The form's value, each transform a product by its matrix, the sum over s one batched GEMM per
-    transform point; in slices of i and j (:func:`_operand_slices`), each output depending on its own i
-    and j alone."""
+def _by_slices(b: Bilinear, left_of, pair):
+    """``b.assemble`` of the (G, I, J, o, o) outputs computed slice by slice (:func:`_operand_slices`):
+    ``left_of`` of each slice of i (once), ``pair`` of it and each slice of j, concatenated back."""
     import torch
+
+    def joined(parts, dim):
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)
 
     i_slices, j_slices = _operand_slices(b)
     rows = []
     for i in i_slices:
-        lt = b.t1 @ b.left[:, i] @ b.t1.T
-        row = [b.t3 @ _point_sum(lt, b.t2 @ b.right[:, j] @ b.t2.T) @ b.t3.T for j in j_slices]
-        rows.append(row[0] if len(row) == 1 else torch.cat(row, dim=2))
-    return b.assemble(rows[0] if len(rows) == 1 else torch.cat(rows, dim=1))
+        left = left_of(b.left[:, i])
+        rows.append(joined([pair(left, b.right[:, j]) for j in j_slices], 2))
+        del left  # this slice's transformed tiles go before the next slice's are made
+    return b.assemble(joined(rows, 1))
+
+
+def evaluate(b: Bilinear):
+    """The form's value, each transform a product by its matrix, the sum over s one batched GEMM per
+    transform point; in slices of i and j (:func:`_operand_slices`), each output depending on its own i
+    and j alone."""
+    return _by_slices(b, lambda left: b.t1 @ left @ b.t1.T,
+                      lambda lt, right: b.t3 @ _point_sum(lt, b.t2 @ right @ b.t2.T) @ b.t3.T)
 
 
 def _point_sum(lt, rt):
@@ -391,7 +401,8 @@ GPU_CHUNK_ELEMENTS = 2 ** 24
 #: input channels in wgrad) give the same values.
 ENERGY_SLICE_ELEMENTS = 2 ** 24
 #: How many float64 elements one slice of the left operand's transformed tiles may hold: 2 GiB, held
-#: four times over by the energy (the tile and three passes' energies). Where the operand is larger (wgrad's
+#: four times over by the energy (the tile and three passes' energies; six at its peak, with the tile's
+#: square and a first pass's reshaped copy: convcheck.memory.winograd_bytes). Where the operand is larger (wgrad's
 #: output-gradient tiles, K x images x tiles x alpha^2: 3.3 GB for VGG-16's conv1_2 at batch 32 in F(2,3),
 #: 13 GB for the four), it is taken in slices of i, and the right operand transformed again for each: that
 #: costs (measured, one core, 64 channels, F(2,3)) about half the energy's time a slice, so the slices are
@@ -551,16 +562,8 @@ def rounding_energy(b: Bilinear):
     do either. Float64; about as much work as a few float64 Winograd evaluations. The left operand is
     transformed once where it fits (:data:`OPERAND_SLICE_ELEMENTS`; else in slices of i, the right one
     transformed again for each), the right one in slices of j (:data:`ENERGY_SLICE_ELEMENTS`)."""
-    import torch
-
-    i_slices, j_slices = _operand_slices(b)
-    rows = []
-    for i in i_slices:
-        left = _transformed(b.left[:, i], b.t1)
-        parts = [_energy(left, _transformed(b.right[:, j], b.t2), b) for j in j_slices]
-        rows.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=2))
-        del left
-    return b.assemble(rows[0] if len(rows) == 1 else torch.cat(rows, dim=1))
+    return _by_slices(b, lambda left: _transformed(left, b.t1),
+                      lambda left, right: _energy(left, _transformed(right, b.t2), b))
 
 
 def _transformed(x, t):
