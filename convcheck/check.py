@@ -453,19 +453,26 @@ def _small_everywhere(result: CheckResult) -> str:
 
 
 def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None,
-                 algorithm=None) -> int:
+                 algorithm=None) -> tuple[int, int | None]:
     """:func:`convcheck.memory.require_fits`, after letting go of the kept fast-algorithm bounds
     (:data:`convcheck.fast_bound.RECENT`) where they are what stands in the way: they are a saving,
-    never a reason to refuse a check. Raises :class:`~convcheck.memory.TooLarge` if it still would not fit."""
+    never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
+    left operand in smaller slices (:func:`convcheck.memory.operand_slice_to_fit`): slower, the same
+    answer. Returns (the estimate, that operand slice or None for the default); raises
+    :class:`~convcheck.memory.TooLarge` if it still would not fit."""
     from .fast_bound import RECENT
-    from .memory import TooLarge, require_fits
+    from .memory import TooLarge, operand_slice_to_fit, require_fits
 
     try:
-        return require_fits(problem, devices, max_memory, reference, algorithm)
+        return require_fits(problem, devices, max_memory, reference, algorithm), None
     except TooLarge:
-        if not RECENT.release():
-            raise
-        return require_fits(problem, devices, max_memory, reference, algorithm)
+        if RECENT.release():
+            try:
+                return require_fits(problem, devices, max_memory, reference, algorithm), None
+            except TooLarge:
+                pass
+        operand_slice = operand_slice_to_fit(problem, devices, max_memory, reference, algorithm)
+        return require_fits(problem, devices, max_memory, reference, algorithm, operand_slice), operand_slice
 
 
 def run_check(
@@ -511,7 +518,8 @@ def run_check(
 
     declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
     # before any allocation; a declared Winograd algorithm's bound holds its own working set too
-    require_room(problem, {plan.backend_device, plan.reference_device}, max_memory, plan.reference, declared)
+    _, operand_slice = require_room(problem, {plan.backend_device, plan.reference_device}, max_memory,
+                                    plan.reference, declared)
     options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
@@ -526,7 +534,7 @@ def run_check(
     if declared:
         from .fast_bound import bound_for
 
-        bnd = bound_for(declared, problem, data, level=level)
+        bnd = bound_for(declared, problem, data, level=level, operand_slice=operand_slice)
     else:
         bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
                          devices=(plan.backend_device, plan.reference_device), contract=contract)

@@ -24,7 +24,7 @@ is the same in every tile, so it is computed exactly and added whole
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from . import dtypes, fft, winograd
@@ -291,6 +291,9 @@ class WinogradBound(_FastBound):
     :attr:`transforms` of each."""
 
     transforms: tuple = ()
+    #: The left operand's slice size where the check's memory asked for one smaller than the default
+    #: (convcheck.winograd.Bilinear.operand_slice); the same values, so not part of the bound's identity.
+    operand_slice: int | None = field(default=None, compare=False)
 
     name = "winograd"
     structure = ("winograd",)
@@ -301,14 +304,16 @@ class WinogradBound(_FastBound):
 
         a = s2 = None
         for t in self.transforms:
-            fixed = winograd.coefficient_error(self.problem, *ops, t)
-            energy = winograd.rounding_energy(winograd.form(self.problem, *ops, t, t.tensors(device=device)))
+            fixed = winograd.coefficient_error(self.problem, *ops, t, self.operand_slice)
+            energy = winograd.rounding_energy(winograd.form(self.problem, *ops, t, t.tensors(device=device),
+                                                            self.operand_slice))
             a = fixed if a is None else torch.maximum(a, fixed)
             s2 = energy if s2 is None else torch.maximum(s2, energy)
         return a, s2
 
     def _described(self) -> dict:
-        return {"transforms": [t.describe() for t in self.transforms]}
+        sliced = {"operand_slice_elements": self.operand_slice} if self.operand_slice else {}
+        return {"transforms": [t.describe() for t in self.transforms]} | sliced
 
     def derivation(self) -> str:
         over = "; ".join(t.describe() for t in self.transforms)
@@ -412,7 +417,7 @@ class GivenFastBound(_FastBound):
             worst = None
             for t in self.inner.transforms:
                 k = winograd.path_roundings(self.problem, t)
-                m = gamma(k, dtypes.FP32.u) * winograd.magnitude(self.problem, *ops, t)
+                m = gamma(k, dtypes.FP32.u) * winograd.magnitude(self.problem, *ops, t, self.inner.operand_slice)
                 worst = m if worst is None else torch.maximum(worst, m)
             return worst, torch.zeros_like(worst)
         return self.inner._own(ops, device)
@@ -448,7 +453,7 @@ class GivenFastBound(_FastBound):
                 yield fft.conv(self.problem, *ops32, power_of_two=power_of_two)
         else:
             for t in self.inner.transforms:
-                yield winograd.conv(self.problem, *ops32, t)
+                yield winograd.conv(self.problem, *ops32, t, operand_slice=self.inner.operand_slice)
 
     def summary(self, ref_abs_max: float) -> dict:
         return self.inner.summary(ref_abs_max) | {"data": "given", "level": self.level,
@@ -469,9 +474,10 @@ class GivenFastBound(_FastBound):
 
 
 def bound_for(algorithm: Algorithm, problem, data: str, p_false: float = DEFAULT_P_FALSE,
-              level: str | None = None) -> _FastBound:
+              level: str | None = None, operand_slice: int | None = None) -> _FastBound:
     """The bound of ``problem`` computed by ``algorithm`` (BadInput where it cannot be judged so); on
-    ``data`` "given", at ``level`` (:class:`GivenFastBound`)."""
+    ``data`` "given", at ``level`` (:class:`GivenFastBound`); a Winograd bound's left operand in slices of
+    ``operand_slice`` elements (:attr:`WinogradBound.operand_slice`; None: the default)."""
     from .bound import check_level
     from .errors import BadInput
 
@@ -484,7 +490,7 @@ def bound_for(algorithm: Algorithm, problem, data: str, p_false: float = DEFAULT
             raise BadInput(f"fft: {why}", option="algorithm")
         inner = FFTBound(problem, algorithm, p_false)
     else:
-        inner = WinogradBound(problem, algorithm, p_false, algorithm.transforms(problem))
+        inner = WinogradBound(problem, algorithm, p_false, algorithm.transforms(problem), operand_slice)
     if data != "given":
         return inner
     level = check_level(level)

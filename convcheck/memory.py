@@ -52,46 +52,80 @@ def native_columns(problem) -> int:
     return (problem.ic // problem.groups) * math.prod(problem.kernel) * math.prod(problem.output) * 8
 
 
-def estimate(problem, reference: str | None = None, algorithm=None) -> int:
+def estimate(problem, reference: str | None = None, algorithm=None, operand_slice: int | None = None) -> int:
     """Bytes one check of ``problem`` holds at its peak, on each device it uses (with the
     ``torch64`` reference, its native kernels' column buffer too; judged by a declared Winograd
-    ``algorithm`` (convcheck.fast_bound.Algorithm), its bound's own working set too: :func:`winograd_bytes`)."""
+    ``algorithm`` (convcheck.fast_bound.Algorithm), its bound's own working set too: :func:`winograd_bytes`,
+    its left operand in slices of ``operand_slice``)."""
     inputs = math.prod(problem.x_shape) + math.prod(problem.w_shape)
     if problem.direction != "fprop":
         inputs += math.prod(problem.y_shape)
     columns = native_columns(problem) if reference == "torch64" else 0
-    fast = winograd_bytes(problem, algorithm.m or 2) if getattr(algorithm, "kind", None) == "winograd" else 0
+    fast = winograd_bytes(problem, _winograd_m(algorithm), operand_slice) if _winograd_m(algorithm) else 0
     return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + scratch(problem)
             + columns + fast)
 
 
-def winograd_bytes(problem, m: int) -> int:
-    """Bytes the Winograd F(m x m, r x r) bound holds beside the check's own arrays at its peak, the
-    rounding energy (convcheck.winograd.rounding_energy), float64: the form's two operands (the filters
-    and the alpha x alpha input tiles, or in wgrad the m x m output-gradient tiles and the input tiles),
-    the left one's transformed tiles six times over (in slices of at most OPERAND_SLICE_ELEMENTS: the tile
-    and its three passes' energies, its square, a first pass's reshaped copy), and the right one's slices
-    with the energy's intermediates (ENERGY_SLICE_ELEMENTS each, a dozen). Its
-    output-sized arrays are the per-result bytes' (BYTES_PER_RESULT, which the direct check's bound
-    uses the same way). Measured against a benchmark process's RSS at VGG-16's size (docs/DESIGN.md 3e).
-    Unknown m (a bare ``winograd``): 2, the most tiles per output."""
-    from .winograd import ENERGY_SLICE_ELEMENTS, OPERAND_SLICE_ELEMENTS
+def _winograd_m(algorithm) -> int:
+    """The tile size m of a declared Winograd ``algorithm`` (2 where unknown, the most tiles per output);
+    0 for any other."""
+    return (algorithm.m or 2) if getattr(algorithm, "kind", None) == "winograd" else 0
 
-    r = problem.kernel[0]
-    a = m + r - 1
+
+def _winograd_sizes(problem, m: int) -> tuple[int, int, int, int, int]:
+    """(G, I, S, J, alpha) of the Winograd form of ``problem`` (convcheck.winograd.Bilinear): the left
+    operand is (G, I, S, .), the right (G, J, S, alpha, alpha)."""
+    a = m + problem.kernel[0] - 1
     g = problem.groups
     cg, kg = problem.ic // g, problem.oc // g
     if problem.direction == "wgrad":  # sum over images and tiles of dy: (output channel) x (input channel)
-        s, i, j = problem.mb * _tiles(problem.y_shape[2:], m), kg, cg
-        left = g * i * s * m * m
-    else:  # sum over channels: (filter row) x (image and tile of the result)
-        mapped = problem.y_shape[2:] if problem.direction == "fprop" else problem.x_shape[2:]
-        i, s = (kg, cg) if problem.direction == "fprop" else (cg, kg)
-        j = problem.mb * _tiles(mapped, m)
-        left = g * i * s * r * r
+        return g, kg, problem.mb * _tiles(problem.y_shape[2:], m), cg, a
+    # sum over channels: (filter row) x (image and tile of the result)
+    mapped = problem.y_shape[2:] if problem.direction == "fprop" else problem.x_shape[2:]
+    i, s = (kg, cg) if problem.direction == "fprop" else (cg, kg)
+    return g, i, s, problem.mb * _tiles(mapped, m), a
+
+
+def winograd_bytes(problem, m: int, operand_slice: int | None = None) -> int:
+    """Bytes the Winograd F(m x m, r x r) bound holds beside the check's own arrays at its peak, the
+    rounding energy (convcheck.winograd.rounding_energy), float64: the form's two operands (the filters
+    and the alpha x alpha input tiles, or in wgrad the m x m output-gradient tiles and the input tiles),
+    the left one's transformed tiles six times over (in slices of at most ``operand_slice``, default
+    OPERAND_SLICE_ELEMENTS: the tile and its three passes' energies, its square, a first pass's reshaped
+    copy), and the right one's slices with the energy's intermediates (ENERGY_SLICE_ELEMENTS each, a
+    dozen). Its output-sized arrays are the per-result bytes' (BYTES_PER_RESULT, which the direct check's
+    bound uses the same way). Measured against a benchmark process's RSS at VGG-16's size (docs/DESIGN.md 3e)."""
+    from .winograd import ENERGY_SLICE_ELEMENTS, left_slice_elements
+
+    g, i, s, j, a = _winograd_sizes(problem, m)
+    r = problem.kernel[0]
+    left = g * i * s * (m * m if problem.direction == "wgrad" else r * r)
     right = g * j * s * a * a
-    transformed = 6 * min(g * i * s * a * a, OPERAND_SLICE_ELEMENTS)
+    transformed = 6 * left_slice_elements(g, i, s, a, operand_slice)
     return 8 * (left + right + transformed + 12 * ENERGY_SLICE_ELEMENTS)
+
+
+def smaller_operand_slices(problem, algorithm) -> list[int]:
+    """The operand slices (convcheck.winograd.Bilinear.operand_slice) below the default a Winograd check
+    of ``problem`` can be given, largest first: OPERAND_SLICE_ELEMENTS halved down to
+    MIN_OPERAND_SLICE_ELEMENTS, one i a slice where an i holds more; only those that hold fewer elements
+    than the one before. Empty for any other algorithm, and where the left operand's transformed tiles
+    (fprop's and dgrad's filters) are smaller than that: slicing them would save nothing worth its time."""
+    from .winograd import MIN_OPERAND_SLICE_ELEMENTS, OPERAND_SLICE_ELEMENTS, left_slice_elements
+
+    m = _winograd_m(algorithm)
+    if not m:
+        return []
+    g, i, s, _, a = _winograd_sizes(problem, m)
+    found, held = [], left_slice_elements(g, i, s, a)
+    size = OPERAND_SLICE_ELEMENTS // 2
+    while size >= MIN_OPERAND_SLICE_ELEMENTS:
+        now = left_slice_elements(g, i, s, a, size)
+        if now < held:
+            found.append(size)
+            held = now
+        size //= 2
+    return found
 
 
 def _tiles(size, m: int) -> int:
@@ -136,10 +170,7 @@ class TooLarge(BadInput):
     """The problem would not fit in memory: refused before anything is allocated."""
 
 
-def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
-                 algorithm=None) -> int:
-    """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
-    need = estimate(problem, reference, algorithm)
+def _limits(devices, max_memory: int | None) -> list[tuple[int, str]]:
     limits = []
     if max_memory is not None:
         limits.append((max_memory, "the given memory limit"))
@@ -150,8 +181,32 @@ def require_fits(problem, devices=("cpu",), max_memory: int | None = None, refer
         gpu = available_gpu()
         if gpu is not None:
             limits.append((gpu, "free GPU memory"))
-    for limit, what in limits:
+    return limits
+
+
+def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
+                 algorithm=None, operand_slice: int | None = None) -> int:
+    """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
+    need = estimate(problem, reference, algorithm, operand_slice)
+    for limit, what in _limits(devices, max_memory):
         if need > limit:
-            raise TooLarge(f"the problem needs about {human(need)} ({need} bytes) to check, "
+            sliced = (f" with its Winograd bound's operand in slices of {operand_slice} elements, the smallest"
+                      if operand_slice else "")
+            raise TooLarge(f"the problem needs about {human(need)} ({need} bytes) to check{sliced}, "
                            f"more than {what} ({human(limit)}); lower the batch size or check a smaller problem")
     return need
+
+
+def operand_slice_to_fit(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
+                         algorithm=None) -> int | None:
+    """The largest of :func:`smaller_operand_slices` with which a declared Winograd check of ``problem``
+    fits every limit (:func:`require_fits`), else the smallest (require_fits then refuses, naming it);
+    None where it is not a Winograd check or has nothing smaller to take. Slower, the same answer: each
+    slice of the left operand transforms the right one again (docs/DESIGN.md 3e)."""
+    sizes = smaller_operand_slices(problem, algorithm)
+    limits = _limits(devices, max_memory)
+    room = min((limit for limit, _ in limits), default=None)
+    for size in sizes:
+        if room is None or estimate(problem, reference, algorithm, size) <= room:
+            return size
+    return sizes[-1] if sizes else None

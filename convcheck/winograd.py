@@ -193,6 +193,10 @@ class Bilinear(NamedTuple):
     t2: Any      # (alpha, q)
     t3: Any      # (o, alpha)
     assemble: Any
+    #: The most float64 elements one slice of the left operand's transformed tiles may hold; None:
+    #: :data:`OPERAND_SLICE_ELEMENTS`. A check that would not fit its memory otherwise is given a smaller
+    #: one (convcheck.memory.operand_slice_to_fit): the same values, more passes over the right operand.
+    operand_slice: int | None = None
 
 
 def _slices(n: int, per_item: int, budget: int) -> list:
@@ -201,14 +205,21 @@ def _slices(n: int, per_item: int, budget: int) -> list:
     return [slice(k, k + step) for k in range(0, n, step)]
 
 
+def left_slice_elements(g: int, i: int, s: int, a: int, operand_slice: int | None = None) -> int:
+    """Elements of one slice of i of the left operand's transformed tiles (G, i's, S, alpha, alpha)
+    under ``operand_slice`` (default :data:`OPERAND_SLICE_ELEMENTS`): whole i's, one at least."""
+    per_i = g * s * a * a
+    return per_i * min(i, max(1, (operand_slice or OPERAND_SLICE_ELEMENTS) // max(per_i, 1)))
+
+
 def _operand_slices(b: Bilinear) -> tuple[list, list]:
     """The slices of i whose transformed tiles (G, i's, S, alpha, alpha) each hold at most
-    :data:`OPERAND_SLICE_ELEMENTS` (one slice where the operand fits: filters, and most layers), and the
+    ``b.operand_slice`` (default :data:`OPERAND_SLICE_ELEMENTS`; one slice where the operand fits: filters, and most layers), and the
     slices of j whose tiles and sums with one slice of i, (S + i's) x alpha^2 each, hold at most
     :data:`ENERGY_SLICE_ELEMENTS`. Each output depends on its own i and j alone: any slices give the same values."""
     g, i, s = b.left.shape[:3]
     a = b.t1.shape[0]
-    i_slices = _slices(i, g * s * a * a, OPERAND_SLICE_ELEMENTS)
+    i_slices = _slices(i, g * s * a * a, b.operand_slice or OPERAND_SLICE_ELEMENTS)
     i_n = min(i, i_slices[0].stop)
     return i_slices, _slices(b.right.shape[1], g * a * a * (s + i_n), ENERGY_SLICE_ELEMENTS)
 
@@ -310,8 +321,13 @@ def paddings(problem) -> tuple[tuple[int, int, int, int], tuple[int, int, int, i
     return (t, b, l, r), (kh - 1 - t, kh - 1 - b, kw - 1 - l, kw - 1 - r)
 
 
-def form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
-    """``problem``'s computation by ``t`` as a :class:`Bilinear` (operands already in their type)."""
+def form(problem, x, w, dy, t: Transform, mats, operand_slice: int | None = None) -> Bilinear:
+    """``problem``'s computation by ``t`` as a :class:`Bilinear` (operands already in their type), its
+    left operand taken in slices of at most ``operand_slice`` elements (:attr:`Bilinear.operand_slice`)."""
+    return _form(problem, x, w, dy, t, mats)._replace(operand_slice=operand_slice)
+
+
+def _form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
     if problem.mode == "conv" and w is not None:  # a true convolution: the kernel flipped
         w = w.flip(dims=(2, 3))
     pad, transposed = paddings(problem)
@@ -325,11 +341,12 @@ def form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
     return b
 
 
-def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False):
+def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False, operand_slice: int | None = None):
     """``problem``'s result (fprop: y; dgrad: dx; wgrad: dw) by Winograd ``t``, in ``compute``
     (a torch dtype; float32 by default), returned in that type. ``absolute``: every matrix and
     operand replaced by its magnitude (the bound's magnitudes, :func:`magnitude`). Channels-last
-    operands are accepted (the values are what count); the result is contiguous NCHW."""
+    operands are accepted (the values are what count); the result is contiguous NCHW. ``operand_slice``:
+    :attr:`Bilinear.operand_slice`."""
     import torch
 
     _refuse(problem, t)
@@ -342,7 +359,7 @@ def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False):
         a = a.to(compute).contiguous()
         return a.abs() if absolute else a
 
-    return evaluate(form(problem, prep(x), prep(w), prep(dy), t, mats))
+    return evaluate(form(problem, prep(x), prep(w), prep(dy), t, mats, operand_slice))
 
 
 def _refuse(problem, t: Transform) -> None:
@@ -354,7 +371,7 @@ def _refuse(problem, t: Transform) -> None:
                          f"{problem.kernel[0]}x{problem.kernel[1]}")
 
 
-def magnitude(problem, x, w, dy, t: Transform):
+def magnitude(problem, x, w, dy, t: Transform, operand_slice: int | None = None):
     """Per output, what the Winograd bound is made of (docs/DESIGN.md 3e): the same computation with
     every matrix entry and operand replaced by its magnitude, in float64:
     fprop ``|A^T| [sum_c (|G||g_c||G^T|) . (|B^T||d_c||B|)] |A|`` per tile; dgrad the same on dy and
@@ -362,7 +379,7 @@ def magnitude(problem, x, w, dy, t: Transform):
     conv(|x|, |w|) everywhere (each product x*w is reached along paths whose weights sum to 1)."""
     import torch
 
-    return conv(problem, x, w, dy, t, torch.float64, absolute=True)
+    return conv(problem, x, w, dy, t, torch.float64, absolute=True, operand_slice=operand_slice)
 
 
 def path_roundings(problem, t: Transform) -> int:
@@ -407,7 +424,13 @@ ENERGY_SLICE_ELEMENTS = 2 ** 24
 #: 13 GB for the four), it is taken in slices of i, and the right operand transformed again for each: that
 #: costs (measured, one core, 64 channels, F(2,3)) about half the energy's time a slice, so the slices are
 #: few and large. Each output depends on its own i and j alone: the same values (to float64 rounding).
+#: A check whose memory would not hold slices this large is given smaller ones, halving down to one i a
+#: slice (convcheck.memory.operand_slice_to_fit), rather than refused: slower, the same answer.
 OPERAND_SLICE_ELEMENTS = 2 ** 28
+#: The smallest slice :data:`OPERAND_SLICE_ELEMENTS` is halved to for a check's memory: 32 MiB, six
+#: copies 192 MiB; below it, a slice saves less than the energy's own slices hold (ENERGY_SLICE_ELEMENTS,
+#: a dozen) and costs a pass over the right operand. One i holding more is one i a slice.
+MIN_OPERAND_SLICE_ELEMENTS = 2 ** 22
 #: The same for each slice of a first pass's Q (:func:`_first_pass`): 32 MiB, glibc's largest mmap
 #: threshold, so the slices reuse the heap, not fresh mappings faulted in page by page. VGG-16's conv1_1
 #: at batch 8, wgrad (Q over 64 channels x 100352 tiles): unsliced 12.1 GB for one energy and 177 s of
@@ -604,13 +627,13 @@ def _energy(left, right, b: Bilinear):
     return total + torch.maximum(out_a, out_b)
 
 
-def coefficient_error(problem, x, w, dy, t: Transform):
+def coefficient_error(problem, x, w, dy, t: Transform, operand_slice: int | None = None):
     """Per output, what rounding the transforms' entries to fp32 (nearest) changes, exactly, to first
     order and beyond: the same form in float64 with the fp32 matrices, less the exact one. The same
     perturbation in every tile, so it is added whole, not as a random term."""
     import torch
 
-    exact = conv(problem, x, w, dy, t, torch.float64)
+    exact = conv(problem, x, w, dy, t, torch.float64, operand_slice=operand_slice)
     mats = tuple(m.to(torch.float32).to(torch.float64) for m in t.tensors(device=exact.device))
     ops = [None if a is None else a.to(torch.float64).contiguous() for a in (x, w, dy)]
-    return (evaluate(form(problem, *ops, t, mats)) - exact).abs()
+    return (evaluate(form(problem, *ops, t, mats, operand_slice)) - exact).abs()

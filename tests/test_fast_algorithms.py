@@ -514,7 +514,7 @@ def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
     free = [need - 1]  # too little, until the kept bounds go
     monkeypatch.setattr(memory, "available_host", lambda: free[0])
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda real=fast_bound.RECENT.release: free.__setitem__(0, need) or real() or 1)
-    assert check.require_room(p, {"cpu"}) == need
+    assert check.require_room(p, {"cpu"}) == (need, None)
     free[0] = need - 1
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept: refused
     with pytest.raises(memory.TooLarge):
@@ -563,5 +563,56 @@ def test_the_winograd_memory_counts_each_operand_and_the_slices(direction, monke
     g, i, s = b.left.shape[:3]
     fixed = 12 * winograd.ENERGY_SLICE_ELEMENTS
     assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 6 * g * i * s * 36 + fixed)
-    monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 100)  # the left one in slices: six of them held
-    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 6 * 100 + fixed)
+    per_i = g * s * 36
+    assert memory.winograd_bytes(p, 4, operand_slice=2 * per_i + 1) == 8 * (  # two whole i's a slice
+        b.left.numel() + b.right.numel() + 6 * 2 * per_i + fixed)
+    monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 100)  # less than one i: one i a slice, six held
+    assert memory.winograd_bytes(p, 4) == 8 * (b.left.numel() + b.right.numel() + 6 * per_i + fixed)
+
+
+def test_a_winograd_check_too_large_whole_is_given_smaller_operand_slices(monkeypatch):
+    """Where a declared Winograd check would not fit with its bound's left operand in the default slices,
+    it is given the largest smaller slice that fits (memory.operand_slice_to_fit), not refused: the same
+    verdict and the same allowance, the slice named in the record; below even the smallest, refused,
+    naming it. (The slice sizes are shrunk so a small wgrad problem has several.)"""
+    from convcheck import memory
+
+    p = parse_descriptor("mb2ic4ih12oc6oh12kh3ph1").with_(direction="wgrad")
+    algorithm = parse_algorithm("winograd:2:lavin")
+    per_i = 2 * 36 * 16  # wgrad: the left operand's s is images x tiles, alpha^2 = 16
+    monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 8 * per_i)
+    monkeypatch.setattr(winograd, "MIN_OPERAND_SLICE_ELEMENTS", per_i)
+    sizes = memory.smaller_operand_slices(p, algorithm)
+    assert sizes == [4 * per_i, 2 * per_i, per_i]  # oc 6: whole (default), then 4, 2, 1 i a slice
+    needs = [memory.estimate(p, None, algorithm, size) for size in [None, *sizes]]
+    assert needs == sorted(needs, reverse=True) and len(set(needs)) == 4
+    impl = f"{IMPLS}:f2_lavin_wgrad"
+    whole = run_check(p, backend=impl, algorithm="winograd:2:lavin", max_memory=needs[0], keep_outputs=True)
+    assert "operand_slice_elements" not in whole.record()["comparison"]["bound_params"]
+    sliced = run_check(p, backend=impl, algorithm="winograd:2:lavin", max_memory=needs[2], keep_outputs=True)
+    assert sliced.record()["comparison"]["bound_params"]["operand_slice_elements"] == 2 * per_i  # the largest that fits
+    assert sliced.status == whole.status
+    assert sliced.comparison.max_ratio == pytest.approx(whole.comparison.max_ratio, rel=1e-12)
+    assert whole.status == "passed", whole.message
+    with pytest.raises(memory.TooLarge, match=f"in slices of {per_i} elements, the smallest"):
+        run_check(p, backend=impl, algorithm="winograd:2:lavin", max_memory=needs[3] - 1)
+
+
+def test_only_a_large_left_operand_is_offered_smaller_slices(monkeypatch):
+    """At VGG-16's conv1_2 (batch 32, F(2,3)) wgrad's output-gradient tiles are 411M elements: halving the
+    2^28 default down to 2^22 takes the bound from about 17 GiB to 6; fprop's filters (64 x 64 x 16) are
+    never sliced, and a direct check has no operand to slice."""
+    from convcheck import memory
+
+    p = parse_descriptor("mb32ic64ih224oc64oh224kh3ph1")
+    f2 = parse_algorithm("winograd:2")
+    assert memory.smaller_operand_slices(p, f2) == [] == memory.smaller_operand_slices(p.with_(direction="wgrad"), None)
+    wgrad = p.with_(direction="wgrad")
+    sizes = memory.smaller_operand_slices(wgrad, f2)
+    assert sizes[0] == winograd.OPERAND_SLICE_ELEMENTS // 2 and sizes[-1] >= winograd.MIN_OPERAND_SLICE_ELEMENTS
+    bytes_ = [memory.winograd_bytes(wgrad, 2, size) for size in [None, *sizes]]
+    assert bytes_ == sorted(bytes_, reverse=True) and bytes_[0] > 16 * 2 ** 30 > 7 * 2 ** 30 > bytes_[-1]
+    monkeypatch.setattr(memory, "available_host", lambda: None)  # the given limit alone, whatever this host has
+    room = memory.estimate(wgrad, None, f2, sizes[1])  # exactly what the second size needs
+    assert memory.operand_slice_to_fit(wgrad, ("cpu",), room, None, f2) == sizes[1]
+    assert memory.operand_slice_to_fit(wgrad, ("cpu",), 1, None, f2) == sizes[-1]  # nothing fits: the smallest

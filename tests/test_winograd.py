@@ -167,12 +167,17 @@ def test_the_form_in_operand_slices_is_the_form_whole(direction, monkeypatch):
     b = _grouped_form(direction, seed=7)
     value, energy = W.evaluate(b), W.rounding_energy(b)
     assert [len(sl) for sl in W._operand_slices(b)] == [1, 1]  # whole: one slice each
+    g, i_n, s = b.left.shape[:3]
+    per_i = g * s * b.t1.shape[0] ** 2
+    given = b._replace(operand_slice=2 * per_i)  # what a check short of memory is given (memory.operand_slice_to_fit)
+    assert W._operand_slices(given)[0] == [slice(k, k + 2) for k in range(0, i_n, 2)]
+    assert torch.allclose(W.rounding_energy(given), energy, rtol=1e-13, atol=0)
     transformed = W._transformed
     lefts = []
     monkeypatch.setattr(W, "_transformed", lambda x, t: lefts.append(x.shape[1]) or transformed(x, t))
     monkeypatch.setattr(W, "OPERAND_SLICE_ELEMENTS", 1)  # one i a slice
     monkeypatch.setattr(W, "ENERGY_SLICE_ELEMENTS", 1)  # and one j
-    i_n, j_n = b.left.shape[1], b.right.shape[1]
+    j_n = b.right.shape[1]
     assert W._operand_slices(b) == ([slice(k, k + 1) for k in range(i_n)], [slice(k, k + 1) for k in range(j_n)])
     sliced_value, sliced_energy = W.evaluate(b), W.rounding_energy(b)
     assert lefts == [1] * (i_n * (1 + j_n))  # each i alone, then each j alone again for each i
