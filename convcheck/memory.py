@@ -46,21 +46,28 @@ def human(n: float) -> str:
     return f"{n:.1f} PiB"  # pragma: no cover
 
 
-def native_columns(problem) -> int:
+def native_columns(problem, device: str = "cuda") -> int:
     """Bytes of the column buffer torch's native float64 convolution (the ``torch64`` reference,
-    cuDNN disabled) holds for one image and group: (C/g) x kernel taps x output positions."""
-    return (problem.ic // problem.groups) * math.prod(problem.kernel) * math.prod(problem.output) * 8
+    cuDNN disabled) holds at once. On a GPU, one image and group: (C/g) x kernel taps x output
+    positions. On the CPU, fprop and wgrad (slow_conv2d's ``finput``) unfold the whole batch at once,
+    one group at a time: that times the batch. Measured on the CPU (torch 2.13, 56x56x64, 3x3, fp32,
+    RSS over the NumPy reference's check): wgrad held one image's columns more per image (batch 2,
+    8, 16: 0.02, 0.12, 0.19 GiB), fprop about two thirds of that, dgrad none; counted per image, a
+    batch-16 wgrad check held 0.87 of its estimate and a batch-32 one would have held more than it."""
+    per_image = (problem.ic // problem.groups) * math.prod(problem.kernel) * math.prod(problem.output) * 8
+    return per_image * (problem.mb if device == "cpu" and problem.direction != "dgrad" else 1)
 
 
-def estimate(problem, reference: str | None = None, algorithm=None, operand_slice: int | None = None) -> int:
+def estimate(problem, reference: str | None = None, algorithm=None, operand_slice: int | None = None,
+             reference_device: str = "cpu") -> int:
     """Bytes one check of ``problem`` holds at its peak, on each device it uses (with the
-    ``torch64`` reference, its native kernels' column buffer too; judged by a declared Winograd
+    ``torch64`` reference, its native kernels' column buffer on ``reference_device`` too; judged by a declared Winograd
     ``algorithm`` (convcheck.fast_bound.Algorithm), its bound's own working set too: :func:`winograd_bytes`,
     its left operand in slices of ``operand_slice``)."""
     inputs = math.prod(problem.x_shape) + math.prod(problem.w_shape)
     if problem.direction != "fprop":
         inputs += math.prod(problem.y_shape)
-    columns = native_columns(problem) if reference == "torch64" else 0
+    columns = native_columns(problem, reference_device) if reference == "torch64" else 0
     fast = winograd_bytes(problem, _winograd_m(algorithm), operand_slice) if _winograd_m(algorithm) else 0
     return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + scratch(problem)
             + columns + fast)
@@ -184,10 +191,16 @@ def _limits(devices, max_memory: int | None) -> list[tuple[int, str]]:
     return limits
 
 
+def _reference_device(devices) -> str:
+    """Where a check on ``devices`` may run its reference: the CPU if it uses one (the larger of the
+    two column buffers, :func:`native_columns`), else the GPU."""
+    return "cpu" if "cpu" in devices else "cuda"
+
+
 def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
                  algorithm=None, operand_slice: int | None = None) -> int:
     """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
-    need = estimate(problem, reference, algorithm, operand_slice)
+    need = estimate(problem, reference, algorithm, operand_slice, _reference_device(devices))
     for limit, what in _limits(devices, max_memory):
         if need > limit:
             sliced = (f" with its Winograd bound's operand in slices of {operand_slice} elements, the smallest"
@@ -207,6 +220,6 @@ def operand_slice_to_fit(problem, devices=("cpu",), max_memory: int | None = Non
     limits = _limits(devices, max_memory)
     room = min((limit for limit, _ in limits), default=None)
     for size in sizes:
-        if room is None or estimate(problem, reference, algorithm, size) <= room:
+        if room is None or estimate(problem, reference, algorithm, size, _reference_device(devices)) <= room:
             return size
     return sizes[-1] if sizes else None
