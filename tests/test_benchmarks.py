@@ -185,3 +185,21 @@ def test_winograd_energy_times_the_compiled_sweeps_against_the_eager_code_and_th
     bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "winograd_energy.py"), "--problem", "mb2ic8"],
                          capture_output=True, text=True, timeout=60, cwd=REPO)
     assert bad.returncode == 2 and "mb2ic8" in bad.stderr.splitlines()[-1], bad.stderr
+
+
+def test_operand_slices_times_each_slice_against_the_whole_and_the_values_do_not_move():
+    """benchmarks/operand_slices.py: one wgrad check whose output-gradient tiles (64 x 6400 x 16 in F(2,3))
+    are over the smallest slice, whole and in each smaller slice, each in a fresh process whose
+    max_memory makes the check choose that slice: the same verdict and ratio each time, the slice used
+    the one asked, held under asked; a bad descriptor or a non-Winograd algorithm is exit 2, one line."""
+    out = _run("operand_slices.py", "--problem", "mb1ic4ih160oc64oh160kh3ph1", "--direction", "wgrad")
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "slice asked" not in line]
+    assert [r[0].strip() for r in rows] == ["default", str(2 ** 22)], out  # 6.5M elements: one smaller size
+    assert [r[1].strip() for r in rows] == ["whole", *[r[0].strip() for r in rows[1:]]], out
+    assert {r[2].strip() for r in rows} == {"passed"} and len({r[3].strip() for r in rows}) == 1, out
+    for r in rows:
+        assert 0 < float(r[6]) < float(r[7]), r  # held under asked
+    for bad in (["--problem", "mb1ic8"], ["--problem", "mb1ic8ih20oc8oh20kh3ph1", "--algorithm", "fft"]):
+        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "operand_slices.py"), *bad],
+                              capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert proc.returncode == 2 and "error:" in proc.stderr.splitlines()[-1], proc.stderr
