@@ -182,6 +182,13 @@ def merge(tallies: list) -> Tally:
     return out
 
 
+def _runs_of(what: str) -> list[str]:
+    """The runs a table's heading names: itself, or those of a merged output (``merged from N runs: A; B``)."""
+    while (m := re.fullmatch(r"merged from \d+ runs: (.*)", what)):
+        what = m[1]
+    return what.split("; ")
+
+
 def merged_output(paths: list) -> tuple[str, int]:
     """``--merge``: the tables of the runs whose standard output is in ``paths``, and the verdict (1 where
     a run was cut short, as that run's own)."""
@@ -198,7 +205,8 @@ def merged_output(paths: list) -> tuple[str, int]:
     left = [line for text in texts for line in text.splitlines() if line.startswith(("Left out (over --max-macs", "Refused ("))]
     cut = [f"{path}: {line}" for path, text in zip(paths, texts) for line in text.splitlines() if line.startswith("Cut short after ")]
     left += cut
-    out = "\n".join(heads) + "\n" + tally.tables(f"merged from {len(paths)} runs: {'; '.join(whats)}")
+    runs = [run for what in whats for run in _runs_of(what)]  # a merged output's own runs, not "merged from 1 runs: merged from..."
+    out = "\n".join(heads) + "\n" + tally.tables(f"merged from {len(runs)} runs: {'; '.join(runs)}")
     out += "".join(f"\n\n{line}" for line in left)
     return out + f"\n\n{tally.seconds:.0f} s (the runs' times added)", 1 if cut else tally.verdict()
 

@@ -85,6 +85,9 @@ def test_fast_algorithms_runs_split_by_direction_merge_into_the_tables_of_one_ru
 
     assert tables(merged) == tables(fast_run), merged
     assert "merged from 2 runs: the problems given; the problems given" in merged
+    (tmp_path / "merged.md").write_text(merged)  # a merged output merged again with a third run: three runs named once
+    again = _run("fast_algorithms.py", "--merge", str(tmp_path / "merged.md"), str(tmp_path / "wgrad.md"))
+    assert "merged from 3 runs: the problems given; the problems given; the problems given\n" in again, again
     # the cost table: each implementation's stage times added over the two runs
     parts = [[line for line in (tmp_path / f"{d}.md").read_text().splitlines() if cost_row(line)] for d in ("fprop", "wgrad")]
     for one, other, both in zip(*parts, [line for line in merged.splitlines() if cost_row(line)]):
