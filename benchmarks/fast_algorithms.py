@@ -147,7 +147,7 @@ class Tally:
                 tally.missed.append(line.removeprefix("- missed: "))
             elif line.startswith("In all: ") and (m := re.search(r"; (\d+) plants refused", line)):
                 tally.invisible = int(m[1])
-            elif m := re.fullmatch(r"(\d+) s", line.strip()):
+            elif m := re.fullmatch(r"(\d+) s(?: \(the runs' times added\))?", line.strip()):  # a run's, or a merge's
                 tally.seconds = float(m[1])
         return tally
 

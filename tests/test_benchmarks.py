@@ -3,6 +3,7 @@ They measure; nothing here asserts a time."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,8 @@ def test_fast_algorithms_runs_split_by_direction_merge_into_the_tables_of_one_ru
     (tmp_path / "merged.md").write_text(merged)  # a merged output merged again with a third run: three runs named once
     again = _run("fast_algorithms.py", "--merge", str(tmp_path / "merged.md"), str(tmp_path / "wgrad.md"))
     assert "merged from 3 runs: the problems given; the problems given; the problems given\n" in again, again
+    seconds = [float(re.search(r"^(\d+) s", text, re.M)[1]) for text in (merged, (tmp_path / "wgrad.md").read_text(), again)]
+    assert seconds[2] == pytest.approx(seconds[0] + seconds[1], abs=1), again  # the merged output's own time counted
     # the cost table: each implementation's stage times added over the two runs
     parts = [[line for line in (tmp_path / f"{d}.md").read_text().splitlines() if cost_row(line)] for d in ("fprop", "wgrad")]
     for one, other, both in zip(*parts, [line for line in merged.splitlines() if cost_row(line)]):
