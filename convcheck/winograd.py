@@ -199,9 +199,14 @@ class Bilinear(NamedTuple):
     operand_slice: int | None = None
 
 
+def _step(per_item: int, budget: int) -> int:
+    """How many whole items of ``per_item`` elements a slice of at most ``budget`` holds (one at least)."""
+    return max(1, budget // max(per_item, 1))
+
+
 def _slices(n: int, per_item: int, budget: int) -> list:
     """Slices of range(n) whose items hold at most ``budget`` elements (``per_item`` each; one at least)."""
-    step = max(1, budget // max(per_item, 1))
+    step = _step(per_item, budget)
     return [slice(k, k + step) for k in range(0, n, step)]
 
 
@@ -209,7 +214,7 @@ def left_slice_elements(g: int, i: int, s: int, a: int, operand_slice: int | Non
     """Elements of one slice of i of the left operand's transformed tiles (G, i's, S, alpha, alpha)
     under ``operand_slice`` (default :data:`OPERAND_SLICE_ELEMENTS`): whole i's, one at least."""
     per_i = g * s * a * a
-    return per_i * min(i, max(1, (operand_slice or OPERAND_SLICE_ELEMENTS) // max(per_i, 1)))
+    return per_i * min(i, _step(per_i, operand_slice or OPERAND_SLICE_ELEMENTS))
 
 
 def _operand_slices(b: Bilinear) -> tuple[list, list]:
