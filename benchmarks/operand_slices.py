@@ -49,7 +49,7 @@ def one(problem, algorithm: str, size: int | None) -> dict:
 
     alg = parse_algorithm(algorithm)
     impl = f"{IMPLS}:f{alg.m}_{alg.who or 'lavin'}_{problem.direction}"
-    limit = memory.estimate(problem, "numpy", alg, size)
+    limit = memory.estimate(problem, "numpy", alg, size, data="random")  # what this random-fill check asks
     from convcheck.fast_bound import RECENT
 
     small = problem.with_(mb=1, input=tuple(min(d, 16) for d in problem.input))  # not this problem's bound

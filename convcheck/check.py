@@ -453,26 +453,27 @@ def _small_everywhere(result: CheckResult) -> str:
 
 
 def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None,
-                 algorithm=None) -> tuple[int, int | None]:
+                 algorithm=None, data: str = "given") -> tuple[int, int | None]:
     """:func:`convcheck.memory.require_fits`, after letting go of the kept fast-algorithm bounds
     (:data:`convcheck.fast_bound.RECENT`) where they are what stands in the way: they are a saving,
     never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
     left operand in smaller slices (:func:`convcheck.memory.operand_slice_to_fit`): slower, the same
-    answer. Returns (the estimate, that operand slice or None for the default); raises
+    answer. ``data``: "random" (inputs convcheck draws) or "given" (:func:`convcheck.memory.bytes_per_result`).
+    Returns (the estimate, that operand slice or None for the default); raises
     :class:`~convcheck.memory.TooLarge` if it still would not fit."""
     from .fast_bound import RECENT
     from .memory import TooLarge, operand_slice_to_fit, require_fits
 
     try:
-        return require_fits(problem, devices, max_memory, reference, algorithm), None
+        return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
     except TooLarge:
         if RECENT.release():
             try:
-                return require_fits(problem, devices, max_memory, reference, algorithm), None
+                return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
             except TooLarge:
                 pass
-        operand_slice = operand_slice_to_fit(problem, devices, max_memory, reference, algorithm)
-        return require_fits(problem, devices, max_memory, reference, algorithm, operand_slice), operand_slice
+        operand_slice = operand_slice_to_fit(problem, devices, max_memory, reference, algorithm, data)
+        return require_fits(problem, devices, max_memory, reference, algorithm, operand_slice, data), operand_slice
 
 
 def run_check(
@@ -517,9 +518,10 @@ def run_check(
     from .fast_bound import declared as declared_algorithm
 
     declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
+    data = "given" if inputs is not None and inputs.kind == "given" else "random"
     # before any allocation; a declared Winograd algorithm's bound holds its own working set too
     _, operand_slice = require_room(problem, {plan.backend_device, plan.reference_device}, max_memory,
-                                    plan.reference, declared)
+                                    plan.reference, declared, data)
     options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
@@ -527,7 +529,6 @@ def run_check(
         options = {"engine": engine, "repeat": repeat}
         if heuristics:
             options["heuristics"] = tuple(heuristics)
-    data = "given" if inputs is not None and inputs.kind == "given" else "random"
     bound_name = declared.bound if declared else resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)

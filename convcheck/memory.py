@@ -4,9 +4,10 @@ A check holds, per input element (x, w, and dy for backward directions): the fil
 float32 array, the copy each implementation converts it into, and the |.| and squared
 copies the bound's magnitudes are summed from; per result element: the output under
 test, the float64 reference, A and S2 (float64, from float32 sums) and the float64
-temporaries of the comparison. Counted generously (bytes per element below), so a
-problem that passes this estimate does not die half-way on an allocation; one that
-does not is refused with the numbers, before a byte is spent.
+temporaries of the comparison, and on given data the probable level's own arrays. Counted
+generously (bytes per element below), so a problem that passes this estimate does not die
+half-way on an allocation; one that does not is refused with the numbers, before a byte is
+spent. How generous, path by path, is measured in docs/DESIGN.md 10.
 """
 
 from __future__ import annotations
@@ -17,9 +18,27 @@ import re
 
 from .errors import BadInput
 
-#: Bytes per element held at once (see the module's docstring).
+#: Bytes per element held at once (see the module's docstring), per input element, on every path: a
+#: declared Winograd wgrad's working set grows by about its estimate per image (docs/DESIGN.md 10), and
+#: these bytes are part of its margin.
 BYTES_PER_INPUT = 40
+#: Per result element, where the check may hold whole-tensor temporaries: given data (the probable
+#: level's arrays, convcheck.probable: held 0.52-0.76 of the whole estimate, docs/DESIGN.md 10), and any
+#: check that uses a GPU (its comparison runs on whole tensors; not measured on a GPU).
 BYTES_PER_RESULT = 112
+#: Per result element of a check on inputs convcheck drew (random or exact fill) with every array on the
+#: host: no probable level, and the comparison in cache-sized chunks (convcheck.compare.CHUNK), so a result
+#: holds the output under test, the float64 reference and the bound's A and S2, not all at once. Measured
+#: (docs/DESIGN.md 10: the growth from batch 2 to 4 at VGG-16's conv1_2) 7-14 bytes in fp32, 32-41 with the
+#: fp16 copies; counted half of :data:`BYTES_PER_RESULT`.
+BYTES_PER_DRAWN_RESULT_ON_HOST = 56
+#: Per result element, what a declared Winograd bound and the fp32 Winograd under test hold beside a direct
+#: check's own, on top of :data:`BYTES_PER_DRAWN_RESULT_ON_HOST`: the bound's own A and S2 and the
+#: evaluations they are made of (convcheck.winograd.coefficient_error, rounding_energy), which do not
+#: all live at once. Measured at VGG-16's conv1_2 from batch 2 to 4, F(2,3) dgrad fp32: 22 bytes a result
+#: more than the direct check's (36 against 14; fprop fp16: 30, under the direct check's 41); counted 32.
+#: Given data and GPU checks count it in :data:`BYTES_PER_RESULT`.
+WINOGRAD_BYTES_PER_RESULT = 32
 #: The comparison's cache-sized float64 chunks and libraries' small scratch, on top of the
 #: float64 reference's column blocks (:func:`scratch`).
 FIXED_OVERHEAD = 8 * 2 ** 20
@@ -59,18 +78,29 @@ def native_columns(problem, device: str = "cuda") -> int:
 
 
 def estimate(problem, reference: str | None = None, algorithm=None, operand_slice: int | None = None,
-             reference_device: str = "cpu") -> int:
-    """Bytes one check of ``problem`` holds at its peak, on each device it uses (with the
-    ``torch64`` reference, its native kernels' column buffer on ``reference_device`` too; judged by a declared Winograd
-    ``algorithm`` (convcheck.fast_bound.Algorithm), its bound's own working set too: :func:`winograd_bytes`,
-    its left operand in slices of ``operand_slice``)."""
+             devices=("cpu",), data: str = "given") -> int:
+    """Bytes one check of ``problem`` holds at its peak, on each of ``devices`` it uses (with the
+    ``torch64`` reference, its native kernels' column buffer where it runs too; judged by a declared
+    Winograd ``algorithm`` (convcheck.fast_bound.Algorithm), its bound's own working set too:
+    :func:`winograd_bytes`, its left operand in slices of ``operand_slice``). ``data``: "random" for
+    inputs convcheck draws (random or exact fill), "given" (the default, the larger) for the caller's:
+    :func:`bytes_per_result`."""
     inputs = math.prod(problem.x_shape) + math.prod(problem.w_shape)
     if problem.direction != "fprop":
         inputs += math.prod(problem.y_shape)
-    columns = native_columns(problem, reference_device) if reference == "torch64" else 0
+    columns = native_columns(problem, _reference_device(devices)) if reference == "torch64" else 0
     fast = winograd_bytes(problem, _winograd_m(algorithm), operand_slice) if _winograd_m(algorithm) else 0
-    return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * BYTES_PER_RESULT + scratch(problem)
-            + columns + fast)
+    return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * bytes_per_result(data, devices, algorithm)
+            + scratch(problem) + columns + fast)
+
+
+def bytes_per_result(data: str = "given", devices=("cpu",), algorithm=None) -> int:
+    """Bytes a result element holds at once: :data:`BYTES_PER_RESULT` for given data or a check that uses
+    a GPU; else (drawn inputs, every array on the host) :data:`BYTES_PER_DRAWN_RESULT_ON_HOST`, and
+    :data:`WINOGRAD_BYTES_PER_RESULT` more for a declared Winograd ``algorithm``'s bound."""
+    if data == "given" or "cuda" in devices:
+        return BYTES_PER_RESULT
+    return BYTES_PER_DRAWN_RESULT_ON_HOST + (WINOGRAD_BYTES_PER_RESULT if _winograd_m(algorithm) else 0)
 
 
 def _winograd_m(algorithm) -> int:
@@ -100,8 +130,7 @@ def winograd_bytes(problem, m: int, operand_slice: int | None = None) -> int:
     the left one's transformed tiles six times over (in slices of at most ``operand_slice``, default
     OPERAND_SLICE_ELEMENTS: the tile and its three passes' energies, its square, a first pass's reshaped
     copy), and the right one's slices with the energy's intermediates (ENERGY_SLICE_ELEMENTS each, a
-    dozen). Its output-sized arrays are the per-result bytes' (BYTES_PER_RESULT, which the direct check's
-    bound uses the same way). Measured against a benchmark process's RSS at VGG-16's size (docs/DESIGN.md 3e)."""
+    dozen). Its output-sized arrays are the per-result bytes' (:func:`bytes_per_result`). Measured against a benchmark process's RSS at VGG-16's size (docs/DESIGN.md 3e)."""
     from .winograd import ENERGY_SLICE_ELEMENTS, left_slice_elements
 
     g, i, s, j, a = _winograd_sizes(problem, m)
@@ -198,9 +227,10 @@ def _reference_device(devices) -> str:
 
 
 def require_fits(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
-                 algorithm=None, operand_slice: int | None = None) -> int:
-    """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate."""
-    need = estimate(problem, reference, algorithm, operand_slice, _reference_device(devices))
+                 algorithm=None, operand_slice: int | None = None, data: str = "given") -> int:
+    """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate
+    (:func:`estimate`; ``data``: "random" or "given")."""
+    need = estimate(problem, reference, algorithm, operand_slice, devices, data)
     for limit, what in _limits(devices, max_memory):
         if need > limit:
             sliced = (f" with its Winograd bound's operand in slices of {operand_slice} elements, the smallest"
@@ -211,7 +241,7 @@ def require_fits(problem, devices=("cpu",), max_memory: int | None = None, refer
 
 
 def operand_slice_to_fit(problem, devices=("cpu",), max_memory: int | None = None, reference: str | None = None,
-                         algorithm=None) -> int | None:
+                         algorithm=None, data: str = "given") -> int | None:
     """The largest of :func:`smaller_operand_slices` with which a declared Winograd check of ``problem``
     fits every limit (:func:`require_fits`), else the smallest (require_fits then refuses, naming it);
     None where it is not a Winograd check or has nothing smaller to take. Slower, the same answer: each
@@ -220,6 +250,6 @@ def operand_slice_to_fit(problem, devices=("cpu",), max_memory: int | None = Non
     limits = _limits(devices, max_memory)
     room = min((limit for limit, _ in limits), default=None)
     for size in sizes:
-        if room is None or estimate(problem, reference, algorithm, size, _reference_device(devices)) <= room:
+        if room is None or estimate(problem, reference, algorithm, size, devices, data) <= room:
             return size
     return sizes[-1] if sizes else None

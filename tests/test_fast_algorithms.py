@@ -540,8 +540,9 @@ def test_a_declared_winograd_check_counts_its_bounds_memory(monkeypatch):
     from convcheck import memory
 
     p = parse_descriptor("mb2ic8ih20oc8oh20kh3ph1")
-    direct, f2 = memory.estimate(p), memory.estimate(p, None, parse_algorithm("winograd:2"))
-    assert f2 - direct == memory.winograd_bytes(p, 2) > 0
+    direct, f2 = memory.estimate(p, data="random"), memory.estimate(p, None, parse_algorithm("winograd:2"), data="random")
+    results = 2 * 8 * 20 * 20  # and each result's share of the Winograd bound's output-sized arrays
+    assert f2 - direct == memory.winograd_bytes(p, 2) + results * memory.WINOGRAD_BYTES_PER_RESULT > 0
     run_check(p, backend="torch", reference="numpy", max_memory=direct)  # fits as a direct sum
     with pytest.raises(memory.TooLarge, match="needs about"):
         run_check(p, backend=f"{IMPLS}:f2_lavin_fprop", algorithm="winograd:2:lavin", max_memory=f2 - 1)
@@ -584,7 +585,7 @@ def test_a_winograd_check_too_large_whole_is_given_smaller_operand_slices(monkey
     monkeypatch.setattr(winograd, "MIN_OPERAND_SLICE_ELEMENTS", per_i)
     sizes = memory.smaller_operand_slices(p, algorithm)
     assert sizes == [4 * per_i, 2 * per_i, per_i]  # oc 6: whole (default), then 4, 2, 1 i a slice
-    needs = [memory.estimate(p, None, algorithm, size) for size in [None, *sizes]]
+    needs = [memory.estimate(p, None, algorithm, size, data="random") for size in [None, *sizes]]
     assert needs == sorted(needs, reverse=True) and len(set(needs)) == 4
     impl = f"{IMPLS}:f2_lavin_wgrad"
     whole = run_check(p, backend=impl, algorithm="winograd:2:lavin", max_memory=needs[0], keep_outputs=True)
