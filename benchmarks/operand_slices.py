@@ -10,8 +10,12 @@ the whole one's, the bytes the check held (its process's high-water mark over th
 check) against what it was asked for, and the verdict's ratio (the same to the last digit: the slices
 change the time, not the values).
 
-Usage: python benchmarks/operand_slices.py [--problem DESCRIPTOR] [--algorithm winograd:2:lavin]
-       [--dtype fp32]  (default: VGG-16 conv1_2's shape at batch 2, wgrad, F(2,3))
+Which checks have a left operand to slice: fprop and dgrad with many channels (the transformed filters,
+K x C x alpha^2: VGG-16's conv4_2 and conv5_x in F(4,3) and F(6,3)). wgrad sums in chunks of its images
+and tiles instead (convcheck.winograd.along_s) and transforms nothing whole, so it has none.
+
+Usage: python benchmarks/operand_slices.py [--problem DESCRIPTOR] [--direction fprop]
+       [--algorithm winograd:6:lavin] [--dtype fp32]  (default: VGG-16 conv4_2's shape at batch 2, fprop, F(6,3))
 """
 
 from __future__ import annotations
@@ -65,10 +69,10 @@ def one(problem, algorithm: str, size: int | None) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--problem", default="mb2ic64ih224oc64oh224kh3ph1", metavar="DESCRIPTOR",
-                    help="the problem (its batch; wgrad unless --direction): default VGG-16 conv1_2's shape at batch 2")
-    ap.add_argument("--direction", default="wgrad", choices=("fprop", "dgrad", "wgrad"))
-    ap.add_argument("--algorithm", default="winograd:2:lavin", help="the declared algorithm (as --algorithm)")
+    ap.add_argument("--problem", default="mb2ic512ih28oc512oh28kh3ph1", metavar="DESCRIPTOR",
+                    help="the problem (its batch; fprop unless --direction): default VGG-16 conv4_2's shape at batch 2")
+    ap.add_argument("--direction", default="fprop", choices=("fprop", "dgrad", "wgrad"))
+    ap.add_argument("--algorithm", default="winograd:6:lavin", help="the declared algorithm (as --algorithm)")
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a worker: one size, JSON on stdout
     args = ap.parse_args(argv)
@@ -105,7 +109,8 @@ def main(argv=None) -> int:
               f"| {got['magnitudes_s']:.3g} | {got['magnitudes_s'] / whole:.2f} | {got['held'] / 2 ** 30:.2f} "
               f"| {got['asked'] / 2 ** 30:.2f} |", flush=True)
     if len(sizes) == 1:
-        print("\nThis problem's left operand is under the smallest slice: it is never sliced.")
+        print("\nThis problem's left operand is under the smallest slice, or (wgrad) it is summed in chunks of its "
+              "images and tiles: it is never sliced.")
     return 0
 
 

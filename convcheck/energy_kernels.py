@@ -169,6 +169,75 @@ if numba is not None:
                     out[b, a, c] = products + max(natural, backward)
 
 
+    @_jit(parallel=True)
+    def _chunk_totals_kernel(lt, rt, total, live_n, left_min, right_min):  # pragma: no cover - compiled
+        """One chunk of s of the sum's pairs (lt (G, I, S', P), rt (G, J, S', P)) added, in order, to each
+        pair's and point's total and live-term count (G, I, J, P), and each operand's smallest magnitude
+        per i and per j taken in (G, I), (G, J): what :func:`_chunk_sweep_kernel` needs of every chunk."""
+        g_n, i_n, s_n, p_n = lt.shape
+        j_n = rt.shape[1]
+        for g in range(g_n):
+            for i in range(i_n):
+                left_min[g, i] = min(left_min[g, i], np.abs(lt[g, i]).min())
+            for j in range(j_n):
+                right_min[g, j] = min(right_min[g, j], np.abs(rt[g, j]).min())
+        for gi in prange(g_n * i_n):
+            g, i = gi // i_n, gi % i_n
+            for j in range(j_n):
+                run = total[g, i, j].copy()  # its own array: the compiler need not assume it aliases the operands
+                live = live_n[g, i, j].copy()
+                for s in range(s_n):
+                    for q in range(p_n):
+                        p = lt[g, i, s, q] * rt[g, j, s, q]
+                        run[q] += p
+                        live[q] += p != 0.0
+                total[g, i, j] = run
+                live_n[g, i, j] = live
+
+    @_jit(parallel=True)
+    def _chunk_sweep_kernel(lt, rt, s0, s_total, all_live, total, live_n,
+                            prefix, count, natural, backward):  # pragma: no cover - compiled
+        """The running sums of one chunk of s (starting at s0 of s_total), carried in (prefix, count,
+        natural, backward: (G, I, J, P)) from the chunks before it, in order: the same running sums, term
+        for term, as :func:`_sum_energy_kernel` over the whole s. ``all_live`` (G, I, J): the pair has no
+        zero term anywhere, so its adds are the terms from the second on (natural order) and up to the one
+        before last (reversed), by their place in the whole sum."""
+        g_n, i_n, s_n, p_n = lt.shape
+        j_n = rt.shape[1]
+        for gi in prange(g_n * i_n):
+            g, i = gi // i_n, gi % i_n
+            for j in range(j_n):
+                run = prefix[g, i, j].copy()
+                nat = natural[g, i, j].copy()
+                back = backward[g, i, j].copy()
+                whole = total[g, i, j].copy()
+                if all_live[g, i, j]:
+                    for s in range(s_n):
+                        first, last = s0 + s == 0, s0 + s == s_total - 1
+                        for q in range(p_n):
+                            p = lt[g, i, s, q] * rt[g, j, s, q]
+                            run[q] += p
+                            if not first:
+                                nat[q] += _binade2(run[q])
+                            if not last:
+                                back[q] += _binade2((whole[q] - run[q]) + p)
+                else:
+                    seen = count[g, i, j].copy()
+                    lives = live_n[g, i, j]
+                    for s in range(s_n):
+                        for q in range(p_n):
+                            p = lt[g, i, s, q] * rt[g, j, s, q]
+                            run[q] += p
+                            live = p != 0.0
+                            seen[q] += live
+                            nat[q] += _binade2(run[q]) * (live and seen[q] > 1)
+                            back[q] += _binade2((whole[q] - run[q]) + p) * (live and seen[q] < lives[q])
+                    count[g, i, j] = seen
+                prefix[g, i, j] = run
+                natural[g, i, j] = nat
+                backward[g, i, j] = back
+
+
 def set_threads(n: int) -> None:
     """numba's threads for the sweeps: as many as torch uses (the caller's choice, e.g. one core a run)."""
     numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
@@ -198,3 +267,49 @@ def dot_energy(t, prod, natural_adds, reversed_adds, flat):
     set_threads(torch.get_num_threads())
     _dot_energy_kernel(t.contiguous().numpy(), *masks, flat.contiguous().numpy(), out)
     return torch.from_numpy(out)
+
+
+class RunningSums:
+    """The sum over s's running sums (:func:`sum_energy`) taken over s in chunks, in order: :meth:`add_totals`
+    of every chunk first (each pair's totals, which the reversed order's sums are made of, and its live
+    terms), then :meth:`sweep` of every chunk again in the same order; :meth:`energy` is then what
+    :func:`sum_energy` gives for the whole s, bit for bit (the same sequential sums). For a sum whose
+    s is its largest dimension (wgrad: images x tiles), whose pairs' transformed tiles do not fit whole."""
+
+    def __init__(self, g: int, i: int, j: int, points: int, s_total: int):
+        self.s_total, self.s0 = s_total, 0
+        self.total = np.zeros((g, i, j, points))
+        self.live_n = np.zeros((g, i, j, points), np.int64)
+        self.left_min = np.full((g, i), np.inf)
+        self.right_min = np.full((g, j), np.inf)
+        self.prefix = np.zeros((g, i, j, points))
+        self.count = np.zeros((g, i, j, points), np.int64)
+        self.natural = np.zeros((g, i, j, points))
+        self.backward = np.zeros((g, i, j, points))
+
+    @staticmethod
+    def _flat(lt, rt):
+        import torch
+
+        g, i, s, a = lt.shape[:3] + (lt.shape[-1],)
+        set_threads(torch.get_num_threads())
+        return (lt.contiguous().reshape(g, i, s, a * a).numpy(), rt.contiguous().reshape(g, rt.shape[1], s, a * a).numpy())
+
+    def add_totals(self, lt, rt) -> None:
+        _chunk_totals_kernel(*self._flat(lt, rt), self.total, self.live_n, self.left_min, self.right_min)
+
+    def sweep(self, lt, rt) -> None:
+        if self.s0 == 0:
+            self.all_live = (self.left_min[:, :, None] * self.right_min[:, None, :]) > 0
+        left, right = self._flat(lt, rt)
+        _chunk_sweep_kernel(left, right, self.s0, self.s_total, self.all_live, self.total, self.live_n,
+                            self.prefix, self.count, self.natural, self.backward)
+        self.s0 += left.shape[2]
+
+    def energy(self):
+        """(G, I, J, a, a): the larger of the natural and the reversed order's sums, as :func:`sum_energy`."""
+        import torch
+
+        g, i, j, points = self.natural.shape
+        a = int(round(points ** 0.5))
+        return torch.from_numpy(np.maximum(self.natural, self.backward)).reshape(g, i, j, a, a)

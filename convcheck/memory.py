@@ -130,29 +130,38 @@ def winograd_bytes(problem, m: int, operand_slice: int | None = None) -> int:
     the left one's transformed tiles six times over (in slices of at most ``operand_slice``, default
     OPERAND_SLICE_ELEMENTS: the tile and its three passes' energies, its square, a first pass's reshaped
     copy), and the right one's slices with the energy's intermediates (ENERGY_SLICE_ELEMENTS each, a
-    dozen). Its output-sized arrays are the per-result bytes' (:func:`bytes_per_result`). Measured against a benchmark process's RSS at VGG-16's size (docs/DESIGN.md 3e)."""
-    from .winograd import ENERGY_SLICE_ELEMENTS, left_slice_elements
+    dozen). Where the form is summed in chunks of s (convcheck.winograd.sums_along_s: wgrad), nothing
+    is transformed whole, but both operands grow with the batch and are built more than once at a time
+    (the bound's form beside the magnitudes' and the coefficient error's): the operands twice and a
+    dozen chunks (measured at VGG-16's conv1_2, F(2,3), batch 2 to 4: 288 MB held an image against 385
+    asked with the operands once). Its output-sized arrays are the per-result bytes'
+    (:func:`bytes_per_result`). Measured against a process's RSS (docs/DESIGN.md 10)."""
+    from .winograd import ENERGY_SLICE_ELEMENTS, left_slice_elements, sums_along_s
 
     g, i, s, j, a = _winograd_sizes(problem, m)
     r = problem.kernel[0]
     left = g * i * s * (m * m if problem.direction == "wgrad" else r * r)
     right = g * j * s * a * a
-    transformed = 6 * left_slice_elements(g, i, s, a, operand_slice)
-    return 8 * (left + right + transformed + 12 * ENERGY_SLICE_ELEMENTS)
+    if sums_along_s(i, s, j):
+        return 8 * (2 * (left + right) + 12 * ENERGY_SLICE_ELEMENTS)
+    return 8 * (left + right + 6 * left_slice_elements(g, i, s, a, operand_slice) + 12 * ENERGY_SLICE_ELEMENTS)
 
 
 def smaller_operand_slices(problem, algorithm) -> list[int]:
     """The operand slices (convcheck.winograd.Bilinear.operand_slice) below the default a Winograd check
     of ``problem`` can be given, largest first: OPERAND_SLICE_ELEMENTS halved down to
     MIN_OPERAND_SLICE_ELEMENTS, one i a slice where an i holds more; only those that hold fewer elements
-    than the one before. Empty for any other algorithm, and where the left operand's transformed tiles
-    (fprop's and dgrad's filters) are smaller than that: slicing them would save nothing worth its time."""
-    from .winograd import MIN_OPERAND_SLICE_ELEMENTS, OPERAND_SLICE_ELEMENTS, left_slice_elements
+    than the one before. Empty for any other algorithm, where the left operand's transformed tiles are
+    smaller than that (slicing them would save nothing worth its time), and where the form is summed in
+    chunks of s (wgrad: convcheck.winograd.sums_along_s), which transforms nothing whole."""
+    from .winograd import MIN_OPERAND_SLICE_ELEMENTS, OPERAND_SLICE_ELEMENTS, left_slice_elements, sums_along_s
 
     m = _winograd_m(algorithm)
     if not m:
         return []
-    g, i, s, _, a = _winograd_sizes(problem, m)
+    g, i, s, j, a = _winograd_sizes(problem, m)
+    if sums_along_s(i, s, j):
+        return []
     found, held = [], left_slice_elements(g, i, s, a)
     size = OPERAND_SLICE_ELEMENTS // 2
     while size >= MIN_OPERAND_SLICE_ELEMENTS:

@@ -246,10 +246,44 @@ def _by_slices(b: Bilinear, left_of, pair):
     return b.assemble(joined(rows, 1))
 
 
+def along_s(b: Bilinear) -> bool:
+    """Whether the form is taken in chunks of its sum's s rather than in slices of i and j: where s is its
+    largest dimension (wgrad, whose s is images x tiles: 401408 at VGG-16's conv1_2, batch 32, in F(2,3),
+    against 64 channels each side). Slices of j there each hold all of s, and each pass over the whole left
+    operand for every slice of j: the time grew with the square of the batch (conv1_2's F(2,3) wgrad
+    energy: 15 s at batch 1, 81 s at batch 4, one core). Chunks of s hold both operands' tiles for a few
+    images and every (i, j) at once: the sums over s add up chunk by chunk, and the running sums carry
+    from one chunk to the next (:class:`_RunningSums`)."""
+    return sums_along_s(b.left.shape[1], b.left.shape[2], b.right.shape[1])
+
+
+def sums_along_s(i: int, s: int, j: int) -> bool:
+    """:func:`along_s` from the form's sizes (convcheck.memory counts the bound's memory by the same rule)."""
+    return s > max(i, j)
+
+
+def _s_chunks(b: Bilinear) -> list:
+    """Chunks of s whose tiles on both sides, (I + J) x alpha^2 per s, hold at most half
+    :data:`ENERGY_SLICE_ELEMENTS`: the energy of a chunk holds about a dozen to sixteen arrays that size at
+    its peak (each side's transformed tiles, their three passes' energies and the orders' intermediates,
+    the squares, the GEMMs' reshaped copies), so a chunk's working set stays within the dozen
+    ENERGY_SLICE_ELEMENTS convcheck.memory counts (VGG-16's conv1_2 at batch 2, F(2,3) wgrad: chunks of
+    ENERGY_SLICE_ELEMENTS held 0.83 of the estimate)."""
+    g, i, s = b.left.shape[:3]
+    a = b.t1.shape[0]
+    return _slices(s, g * (i + b.right.shape[1]) * a * a, ENERGY_SLICE_ELEMENTS // 2)
+
+
 def evaluate(b: Bilinear):
     """The form's value, each transform a product by its matrix, the sum over s one batched GEMM per
     transform point; in slices of i and j (:func:`_operand_slices`), each output depending on its own i
-    and j alone."""
+    and j alone, or in chunks of s (:func:`along_s`), the sums added up."""
+    if along_s(b):
+        m = None
+        for c in _s_chunks(b):
+            part = _point_sum(b.t1 @ b.left[:, :, c] @ b.t1.T, b.t2 @ b.right[:, :, c] @ b.t2.T)
+            m = part if m is None else m.add_(part)
+        return b.assemble(b.t3 @ m @ b.t3.T)
     return _by_slices(b, lambda left: b.t1 @ left @ b.t1.T,
                       lambda lt, right: b.t3 @ _point_sum(lt, b.t2 @ right @ b.t2.T) @ b.t3.T)
 
@@ -556,6 +590,74 @@ def _sum_energy(lt, rt):
     return FP32_U2 * (out + _point_sum(lt * lt, rt * rt))
 
 
+def _running_sums(like, shape, s_total: int):
+    """The running sums of a sum over s taken in chunks: compiled where the energy is
+    (convcheck.energy_kernels.RunningSums), else :class:`_RunningSums` (torch, on ``like``'s device)."""
+    if _compiled(like):
+        from . import energy_kernels
+
+        return energy_kernels.RunningSums(*shape, s_total)
+    return _RunningSums(like, shape, s_total)
+
+
+class _RunningSums:
+    """:func:`_sum_energy`'s running sums over s, taken chunk by chunk in order (torch: the GPU's, and where
+    numba is absent): :meth:`add_totals` of every chunk (each pair's totals and live-term counts), then
+    :meth:`sweep` of every chunk again; :meth:`energy` is then :func:`_sum_energy`'s running-sum part
+    (before FP32_U2 and the products' term) for the whole s. The masked form throughout: a pair's adds
+    are its live terms after the first live one (natural order) and before the last (reversed), counted
+    over the whole s."""
+
+    def __init__(self, like, shape, s_total: int):
+        import torch
+
+        self.shape = shape
+        self.total, self.prefix = like.new_zeros(shape), like.new_zeros(shape)
+        self.natural, self.backward = like.new_zeros(shape), like.new_zeros(shape)
+        self.live_n = torch.zeros(shape, dtype=torch.int64, device=like.device)
+        self.count = torch.zeros(shape, dtype=torch.int64, device=like.device)
+
+    def _pairs(self, lt, rt):
+        """(i slice, j slice, the chunk's products (I', J', S', points)) over the group's pairs, in chunks
+        of about :func:`_chunk` elements."""
+        g, i, s = lt.shape[:3]
+        j, points = rt.shape[1], self.shape[-1]
+        left, right = lt.reshape(g, i, s, points), rt.reshape(g, j, s, points)
+        per_pair = s * points
+        step_j = max(1, min(j, _chunk(lt) // max(per_pair, 1)))
+        step_i = max(1, _chunk(lt) // (max(per_pair, 1) * step_j))
+        for g0 in range(g):
+            for i0 in range(0, i, step_i):
+                for j0 in range(0, j, step_j):
+                    yield g0, slice(i0, i0 + step_i), slice(j0, j0 + step_j), \
+                        left[g0, i0:i0 + step_i, None] * right[g0, None, j0:j0 + step_j]
+
+    def add_totals(self, lt, rt) -> None:
+        for g0, i, j, p in self._pairs(lt, rt):
+            self.total[g0, i, j] += p.sum(2)
+            self.live_n[g0, i, j] += (p != 0).sum(2)
+
+    def sweep(self, lt, rt) -> None:
+        import torch
+
+        for g0, i, j, p in self._pairs(lt, rt):
+            prefix = p.cumsum(2).add_(self.prefix[g0, i, j][:, :, None])  # the running sums, carried in
+            suffix = torch.sub(self.total[g0, i, j][:, :, None], prefix).add_(p)
+            lv = p != 0
+            count = lv.cumsum(2, dtype=torch.int64).add_(self.count[g0, i, j][:, :, None])
+            self.natural[g0, i, j] += (_binade2(prefix) * (lv & (count > 1))).sum(2)
+            self.backward[g0, i, j] += (_binade2(suffix) * (lv & (count < self.live_n[g0, i, j][:, :, None]))).sum(2)
+            self.prefix[g0, i, j] = prefix[:, :, -1]
+            self.count[g0, i, j] = count[:, :, -1]
+
+    def energy(self):
+        import torch
+
+        g, i, j, points = self.shape
+        a = int(round(points ** 0.5))
+        return torch.maximum(self.natural, self.backward).reshape(g, i, j, a, a)
+
+
 def _first_pass(energy_left, other, t_this, t3, j_side: bool):
     """What a first-pass transform's roundings (``energy_left``: (G, X, S, a, l), rows transformed first)
     reach an output with, summed: sum_{s,l} Q^2 * energy, Q the sum over b of the other operand's
@@ -589,7 +691,10 @@ def rounding_energy(b: Bilinear):
     2-D transform is taken both ways (rows first, columns first; the larger), as an implementation may
     do either. Float64; about as much work as a few float64 Winograd evaluations. The left operand is
     transformed once where it fits (:data:`OPERAND_SLICE_ELEMENTS`; else in slices of i, the right one
-    transformed again for each), the right one in slices of j (:data:`ENERGY_SLICE_ELEMENTS`)."""
+    transformed again for each), the right one in slices of j (:data:`ENERGY_SLICE_ELEMENTS`); where s is
+    the form's largest dimension (:func:`along_s`: wgrad), both in chunks of s (:func:`_energy_along_s`)."""
+    if along_s(b):
+        return b.assemble(_energy_along_s(b))
     return _by_slices(b, lambda left: _transformed(left, b.t1),
                       lambda left, right: _energy(left, _transformed(right, b.t2), b))
 
@@ -612,24 +717,76 @@ def _energy(left, right, b: Bilinear):
     """:func:`rounding_energy` before ``assemble``, (G, I, J, o, o), from both operands' :func:`_transformed`."""
     import torch
 
-    t1, t2, t3 = b.t1, b.t2, b.t3
+    t3 = b.t3
     q3 = t3 * t3
-    lt, e_lt, e_l1a, e_l1b = left
-    rt, e_rt, e_r1a, e_r1b = right
+    lt, e_lt = left[:2]
+    rt, e_rt = right[:2]
     m = _point_sum(lt, rt)
     inner = _sum_energy(lt, rt) + _point_sum(e_lt, rt * rt) + _point_sum(lt * lt, e_rt)
     total = q3 @ inner @ q3.T
     # first passes, each order; the b-side order is the a-side one transposed
-    left_a = _first_pass(e_l1a, rt, t1, t3, j_side=False)
-    left_b = _first_pass(e_l1b.transpose(-1, -2), rt.transpose(-1, -2), t1, t3, j_side=False).transpose(-1, -2)
-    right_a = _first_pass(e_r1a, lt, t2, t3, j_side=True)
-    right_b = _first_pass(e_r1b.transpose(-1, -2), lt.transpose(-1, -2), t2, t3, j_side=True).transpose(-1, -2)
+    left_a, left_b, right_a, right_b = _first_passes(left, right, b)
     total = total + torch.maximum(left_a, left_b) + torch.maximum(right_a, right_b)
-    # the output transform
+    return total + _output_energy(m, t3)
+
+
+def _first_passes(left, right, b: Bilinear) -> tuple:
+    """The four first passes' energies (:func:`_first_pass`): the left operand's in each order, the right
+    one's in each order, each (G, I, J, o, o)."""
+    t1, t2, t3 = b.t1, b.t2, b.t3
+    lt, _, e_l1a, e_l1b = left
+    rt, _, e_r1a, e_r1b = right
+    return (_first_pass(e_l1a, rt, t1, t3, j_side=False),
+            _first_pass(e_l1b.transpose(-1, -2), rt.transpose(-1, -2), t1, t3, j_side=False).transpose(-1, -2),
+            _first_pass(e_r1a, lt, t2, t3, j_side=True),
+            _first_pass(e_r1b.transpose(-1, -2), lt.transpose(-1, -2), t2, t3, j_side=True).transpose(-1, -2))
+
+
+def _output_energy(m, t3):
+    """The output transform's roundings, ``t3 @ m @ t3^T`` of the summed products m (G, I, J, a, a), the
+    larger over the two orders."""
+    import torch
+
+    q3 = t3 * t3
     z_rows, z_cols = t3 @ m, m @ t3.T
     out_a = _right_energy(t3, z_rows) + _dot_energy(t3, m) @ q3.T
     out_b = _dot_energy(t3, z_cols) + q3 @ _right_energy(t3, m)
-    return total + torch.maximum(out_a, out_b)
+    return torch.maximum(out_a, out_b)
+
+
+def _energy_along_s(b: Bilinear):
+    """:func:`_energy` for the whole form, in chunks of s (:func:`_s_chunks`): a first pass over the chunks
+    for the sum's totals and live terms (:class:`_RunningSums`), then a second for everything else, every
+    sum over s added up chunk by chunk and the running sums carried, then the output transform of the
+    summed products. Each chunk's tiles are transformed twice (a GEMM's work, against the energy's dozen
+    passes), and nothing the size of s is held whole."""
+    import torch
+
+    t1, t2, t3 = b.t1, b.t2, b.t3
+    chunks = _s_chunks(b)
+    g, i = b.left.shape[:2]
+    j, a = b.right.shape[1], t1.shape[0]
+    running = _running_sums(b.left, (g, i, j, a * a), b.left.shape[2])
+    m = None
+    for c in chunks:
+        lt, rt = t1 @ b.left[:, :, c] @ t1.T, t2 @ b.right[:, :, c] @ t2.T
+        running.add_totals(lt, rt)
+        part = _point_sum(lt, rt)
+        m = part if m is None else m.add_(part)
+    inner = passes = None
+    for c in chunks:
+        left, right = _transformed(b.left[:, :, c], t1), _transformed(b.right[:, :, c], t2)
+        (lt, e_lt, *_), (rt, e_rt, *_) = left, right
+        running.sweep(lt, rt)
+        lt2, rt2 = lt * lt, rt * rt
+        part = FP32_U2 * _point_sum(lt2, rt2) + _point_sum(e_lt, rt2) + _point_sum(lt2, e_rt)
+        inner = part if inner is None else inner.add_(part)
+        these = _first_passes(left, right, b)
+        passes = these if passes is None else tuple(p.add_(q) for p, q in zip(passes, these))
+    inner = inner + FP32_U2 * running.energy().to(inner.device)
+    q3 = t3 * t3
+    total = q3 @ inner @ q3.T + torch.maximum(passes[0], passes[1]) + torch.maximum(passes[2], passes[3])
+    return total + _output_energy(m, t3)
 
 
 def coefficient_error(problem, x, w, dy, t: Transform, operand_slice: int | None = None):

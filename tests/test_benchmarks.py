@@ -194,17 +194,20 @@ def test_winograd_energy_times_the_compiled_sweeps_against_the_eager_code_and_th
 
 
 def test_operand_slices_times_each_slice_against_the_whole_and_the_values_do_not_move():
-    """benchmarks/operand_slices.py: one wgrad check whose output-gradient tiles (64 x 6400 x 16 in F(2,3))
+    """benchmarks/operand_slices.py: one fprop check whose transformed filters (512 x 512 x 36 in F(4,3))
     are over the smallest slice, whole and in each smaller slice, each in a fresh process whose
     max_memory makes the check choose that slice: the same verdict and ratio each time, the slice used
-    the one asked, held under asked; a bad descriptor or a non-Winograd algorithm is exit 2, one line."""
-    out = _run("operand_slices.py", "--problem", "mb1ic4ih160oc64oh160kh3ph1", "--direction", "wgrad")
+    the one asked, held under asked; wgrad (summed in chunks of s) has nothing to slice; a bad
+    descriptor or a non-Winograd algorithm is exit 2, one line."""
+    out = _run("operand_slices.py", "--problem", "mb1ic512ih6oc512oh6kh3ph1", "--algorithm", "winograd:4:lavin")
     rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "slice asked" not in line]
-    assert [r[0].strip() for r in rows] == ["default", str(2 ** 22)], out  # 6.5M elements: one smaller size
+    assert [r[0].strip() for r in rows] == ["default", str(2 ** 23), str(2 ** 22)], out  # 9.4M elements
     assert [r[1].strip() for r in rows] == ["whole", *[r[0].strip() for r in rows[1:]]], out
     assert {r[2].strip() for r in rows} == {"passed"} and len({r[3].strip() for r in rows}) == 1, out
     for r in rows:
         assert 0 < float(r[6]) < float(r[7]), r  # held under asked
+    wgrad = _run("operand_slices.py", "--problem", "mb1ic4ih40oc8oh40kh3ph1", "--direction", "wgrad")
+    assert "never sliced" in wgrad and len([line for line in wgrad.splitlines() if line.startswith("| default")]) == 1
     for bad in (["--problem", "mb1ic8"], ["--problem", "mb1ic8ih20oc8oh20kh3ph1", "--algorithm", "fft"]):
         proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "operand_slices.py"), *bad],
                               capture_output=True, text=True, timeout=60, cwd=REPO)

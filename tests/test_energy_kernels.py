@@ -78,6 +78,32 @@ def test_the_compiled_sweeps_see_a_binade_change_the_torch_code_sees():
     assert torch.allclose(W._dot_energy(t, x), plain_dot, rtol=1e-13, atol=0)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 50])
+def test_the_running_sums_in_chunks_of_s_are_the_whole_sums_bit_for_bit(chunk):
+    """energy_kernels.RunningSums carries each pair's running sums from one chunk of s to the next (wgrad's
+    sum over images and tiles, convcheck.winograd.along_s): over chunks of 1, 7 and all 50 terms, the
+    same bits as the whole sum's kernel, with live pairs, dead terms in front and in the middle, and
+    sums that cancel across powers of two; the torch code's chunks (the GPU's) agree to float64 rounding."""
+    g = torch.Generator().manual_seed(4)
+    lt = torch.rand((2, 3, 50, 4, 4), generator=g, dtype=torch.float64) - 0.5
+    rt = torch.rand((2, 5, 50, 4, 4), generator=g, dtype=torch.float64) - 0.5
+    lt[0, :, 10], lt[0, :, 11] = 1024.0, -1024.0
+    rt[1, 1, 20:30] = 0.0
+    lt[1, 2, :5] = 0.0
+    lt[0, 1, 49] = 0.0  # a dead last term: the reversed order's last add is earlier
+    whole = energy_kernels.sum_energy(lt, rt)
+    chunks = [slice(k, k + chunk) for k in range(0, 50, chunk)]
+    for running in (energy_kernels.RunningSums(2, 3, 5, 16, 50), W._RunningSums(lt, (2, 3, 5, 16), 50)):
+        for c in chunks:
+            running.add_totals(lt[:, :, c], rt[:, :, c])
+        for c in chunks:
+            running.sweep(lt[:, :, c], rt[:, :, c])
+        if isinstance(running, energy_kernels.RunningSums):
+            assert torch.equal(running.energy(), whole)
+        else:
+            assert torch.allclose(running.energy(), whole, rtol=1e-13, atol=0)
+
+
 def test_the_energy_runs_compiled_on_the_cpu(monkeypatch):
     """The CPU's float64 energy takes the compiled sweeps (where numba is installed): a check of VGG-16's
     sizes costs their time, not the eager code's."""

@@ -550,10 +550,11 @@ def test_a_declared_winograd_check_counts_its_bounds_memory(monkeypatch):
     assert result.status == "passed", result.message
 
 
-@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("direction", ["fprop", "dgrad"])
 def test_the_winograd_memory_counts_each_operand_and_the_slices(direction, monkeypatch):
     """winograd_bytes from the form's own shapes (convcheck.winograd.form): its two operands, the left
-    one's transformed tiles six times (at most OPERAND_SLICE_ELEMENTS a slice), a dozen energy slices."""
+    one's transformed tiles six times (at most OPERAND_SLICE_ELEMENTS a slice), a dozen energy slices.
+    (wgrad, summed in chunks of s, holds no transformed operand: tests/test_winograd.py.)"""
     from convcheck import memory
 
     p = parse_descriptor("g2mb3ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
@@ -578,16 +579,16 @@ def test_a_winograd_check_too_large_whole_is_given_smaller_operand_slices(monkey
     naming it. (The slice sizes are shrunk so a small wgrad problem has several.)"""
     from convcheck import memory
 
-    p = parse_descriptor("mb2ic4ih12oc6oh12kh3ph1").with_(direction="wgrad")
+    p = parse_descriptor("mb2ic4ih12oc6oh12kh3ph1")
     algorithm = parse_algorithm("winograd:2:lavin")
-    per_i = 2 * 36 * 16  # wgrad: the left operand's s is images x tiles, alpha^2 = 16
+    per_i = 4 * 16  # fprop: the left operand is the filters, (output channel) x 4 input channels x alpha^2 = 16
     monkeypatch.setattr(winograd, "OPERAND_SLICE_ELEMENTS", 8 * per_i)
     monkeypatch.setattr(winograd, "MIN_OPERAND_SLICE_ELEMENTS", per_i)
     sizes = memory.smaller_operand_slices(p, algorithm)
     assert sizes == [4 * per_i, 2 * per_i, per_i]  # oc 6: whole (default), then 4, 2, 1 i a slice
     needs = [memory.estimate(p, None, algorithm, size, data="random") for size in [None, *sizes]]
     assert needs == sorted(needs, reverse=True) and len(set(needs)) == 4
-    impl = f"{IMPLS}:f2_lavin_wgrad"
+    impl = f"{IMPLS}:f2_lavin_fprop"
     whole = run_check(p, backend=impl, algorithm="winograd:2:lavin", max_memory=needs[0], keep_outputs=True)
     assert "operand_slice_elements" not in whole.record()["comparison"]["bound_params"]
     sliced = run_check(p, backend=impl, algorithm="winograd:2:lavin", max_memory=needs[2], keep_outputs=True)
@@ -600,20 +601,21 @@ def test_a_winograd_check_too_large_whole_is_given_smaller_operand_slices(monkey
 
 
 def test_only_a_large_left_operand_is_offered_smaller_slices(monkeypatch):
-    """At VGG-16's conv1_2 (batch 32, F(2,3)) wgrad's output-gradient tiles are 411M elements: halving the
-    2^28 default down to 2^22 takes the bound from about 17 GiB to 6; fprop's filters (64 x 64 x 16) are
-    never sliced, and a direct check has no operand to slice."""
+    """Only transformed filters of many channels are large enough to slice: VGG-16's conv4_2 (512 x 512) in
+    F(6,3), 16.8M elements, is offered 2^23 and 2^22 (down from about 0.8 GiB of the bound to 0.2); conv1_2's
+    filters (64 x 64 x 16) never are, wgrad (summed in chunks of its images and tiles) never is, and a
+    direct check has no operand to slice."""
     from convcheck import memory
 
-    p = parse_descriptor("mb32ic64ih224oc64oh224kh3ph1")
-    f2 = parse_algorithm("winograd:2")
-    assert memory.smaller_operand_slices(p, f2) == [] == memory.smaller_operand_slices(p.with_(direction="wgrad"), None)
-    wgrad = p.with_(direction="wgrad")
-    sizes = memory.smaller_operand_slices(wgrad, f2)
-    assert sizes[0] == winograd.OPERAND_SLICE_ELEMENTS // 2 and sizes[-1] >= winograd.MIN_OPERAND_SLICE_ELEMENTS
-    bytes_ = [memory.winograd_bytes(wgrad, 2, size) for size in [None, *sizes]]
-    assert bytes_ == sorted(bytes_, reverse=True) and bytes_[0] > 16 * 2 ** 30 > 7 * 2 ** 30 > bytes_[-1]
+    conv1_2, f2 = parse_descriptor("mb32ic64ih224oc64oh224kh3ph1"), parse_algorithm("winograd:2")
+    assert memory.smaller_operand_slices(conv1_2, f2) == [] == memory.smaller_operand_slices(conv1_2, None)
+    assert memory.smaller_operand_slices(conv1_2.with_(direction="wgrad"), f2) == []
+    conv4_2, f6 = parse_descriptor("mb32ic512ih28oc512oh28kh3ph1"), parse_algorithm("winograd:6")
+    sizes = memory.smaller_operand_slices(conv4_2, f6)
+    assert sizes == [2 ** 23, 2 ** 22]
+    bytes_ = [memory.winograd_bytes(conv4_2, 6, size) for size in [None, *sizes]]
+    assert bytes_ == sorted(bytes_, reverse=True) and len(set(bytes_)) == 3
     monkeypatch.setattr(memory, "available_host", lambda: None)  # the given limit alone, whatever this host has
-    room = memory.estimate(wgrad, None, f2, sizes[1])  # exactly what the second size needs
-    assert memory.operand_slice_to_fit(wgrad, ("cpu",), room, None, f2) == sizes[1]
-    assert memory.operand_slice_to_fit(wgrad, ("cpu",), 1, None, f2) == sizes[-1]  # nothing fits: the smallest
+    room = memory.estimate(conv4_2, None, f6, sizes[1], data="random")  # exactly what the second size needs
+    assert memory.operand_slice_to_fit(conv4_2, ("cpu",), room, None, f6, "random") == sizes[1]
+    assert memory.operand_slice_to_fit(conv4_2, ("cpu",), 1, None, f6, "random") == sizes[-1]  # nothing fits: the smallest

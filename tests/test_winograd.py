@@ -142,7 +142,7 @@ def _grouped_form(direction: str, seed: int):
     return W.form(p, *ops, t, t.tensors())
 
 
-@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("direction", ["fprop", "dgrad"])
 def test_the_energy_in_slices_is_the_energy_whole(direction, monkeypatch):
     """rounding_energy slices the right operand's j and each first pass's Q (the memory of a VGG-16 layer
     at batch 8); slices of a few j give the energy of one slice, to float64 rounding: groups, padding,
@@ -159,11 +159,11 @@ def test_the_energy_in_slices_is_the_energy_whole(direction, monkeypatch):
     assert torch.allclose(sliced, whole, rtol=1e-13, atol=0), float(((sliced - whole).abs() / whole).max())
 
 
-@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("direction", ["fprop", "dgrad"])
 def test_the_form_in_operand_slices_is_the_form_whole(direction, monkeypatch):
     """evaluate and rounding_energy take an operand too large for OPERAND_SLICE_ELEMENTS in slices of i and
-    j (wgrad's output-gradient tiles at VGG-16's conv1_2, batch 32: 3.3 GB each of four arrays); one i and
-    one j a slice gives the values whole, to float64 rounding: groups, padding, a partial tile, a zero row."""
+    j (the transformed filters of 512 x 512 channels in F(6,3): 16.8M elements); one i and one j a slice
+    gives the values whole, to float64 rounding: groups, padding, a partial tile, a zero row."""
     b = _grouped_form(direction, seed=7)
     value, energy = W.evaluate(b), W.rounding_energy(b)
     assert [len(sl) for sl in W._operand_slices(b)] == [1, 1]  # whole: one slice each
@@ -183,3 +183,37 @@ def test_the_form_in_operand_slices_is_the_form_whole(direction, monkeypatch):
     assert lefts == [1] * (i_n * (1 + j_n))  # each i alone, then each j alone again for each i
     assert torch.allclose(sliced_value, value, rtol=1e-13, atol=1e-15)
     assert torch.allclose(sliced_energy, energy, rtol=1e-13, atol=0), float(((sliced_energy - energy).abs() / energy).max())
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "torch"])
+def test_wgrad_sums_in_chunks_of_its_images_and_tiles_and_gives_the_values_whole(compiled, monkeypatch):
+    """wgrad's form sums over images x tiles, its largest dimension (along_s): evaluate and rounding_energy
+    take it in chunks of s, every sum added up and the running sums carried, and give what the slices of
+    i and j give, to float64 rounding; in chunks of one s each, too (groups, padding, a partial tile, a
+    zero row). Its memory counts no transformed operand, and it is never offered operand slices."""
+    from convcheck import memory
+    from convcheck.fast_bound import parse_algorithm
+
+    if not compiled:
+        monkeypatch.setattr(W, "_compiled", lambda x: False)
+    b = _grouped_form("wgrad", seed=9)
+    assert W.along_s(b) and not W.along_s(_grouped_form("fprop", seed=9))
+    value, energy = W.evaluate(b), W.rounding_energy(b)
+    with monkeypatch.context() as m:
+        m.setattr(W, "along_s", lambda b: False)
+        assert torch.allclose(W.evaluate(b), value, rtol=1e-13, atol=1e-15)
+        sliced = W.rounding_energy(b)
+    assert torch.allclose(energy, sliced, rtol=1e-13, atol=0), float(((energy - sliced).abs() / sliced).max())
+    sweeps = []
+    first_pass = W._first_pass
+    monkeypatch.setattr(W, "_first_pass", lambda *a, **k: sweeps.append(1) or first_pass(*a, **k))
+    monkeypatch.setattr(W, "ENERGY_SLICE_ELEMENTS", 1)  # one s a chunk
+    assert len(W._s_chunks(b)) == b.left.shape[2]
+    assert torch.allclose(W.evaluate(b), value, rtol=1e-13, atol=1e-15)
+    assert torch.allclose(W.rounding_energy(b), energy, rtol=1e-13, atol=0)
+    assert len(sweeps) == 4 * b.left.shape[2]  # four first passes a chunk
+    p = parse_descriptor("mb32ic64ih224oc64oh224kh3ph1").with_(direction="wgrad")
+    f2 = parse_algorithm("winograd:2")
+    assert memory.smaller_operand_slices(p, f2) == []
+    tiles = 32 * 112 * 112
+    assert memory.winograd_bytes(p, 2) == 8 * (2 * (64 * tiles * 4 + 64 * tiles * 16) + 12 * W.ENERGY_SLICE_ELEMENTS)
