@@ -455,19 +455,21 @@ def _small_everywhere(result: CheckResult) -> str:
 def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None,
                  algorithm=None, data: str = "given") -> tuple[int, int | None]:
     """:func:`convcheck.memory.require_fits`, after letting go of the kept fast-algorithm bounds
-    (:data:`convcheck.fast_bound.RECENT`) where they are what stands in the way: they are a saving,
-    never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
+    (:data:`convcheck.fast_bound.RECENT`) and handing the heap's freed pages back
+    (:func:`convcheck.memory.return_freed_heap`) where they are what stands in the way: they are a
+    saving, never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
     left operand in smaller slices (:func:`convcheck.memory.operand_slice_to_fit`): slower, the same
     answer. ``data``: "random" (inputs convcheck draws) or "given" (:func:`convcheck.memory.bytes_per_result`).
     Returns (the estimate, that operand slice or None for the default); raises
     :class:`~convcheck.memory.TooLarge` if it still would not fit."""
     from .fast_bound import RECENT
-    from .memory import TooLarge, operand_slice_to_fit, require_fits
+    from .memory import TooLarge, operand_slice_to_fit, require_fits, return_freed_heap
 
     try:
         return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
     except TooLarge:
-        if RECENT.release():
+        released = RECENT.release()
+        if return_freed_heap() or released:  # what this process freed, handed back, then asked again
             try:
                 return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
             except TooLarge:

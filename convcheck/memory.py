@@ -185,6 +185,23 @@ def scratch(problem) -> int:
     return min(MAX_COLUMN_BYTES, native_columns(problem) * problem.mb * problem.groups) + FIXED_OVERHEAD
 
 
+def return_freed_heap() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim(0)``); False where there is
+    no such call (not glibc). Why: arrays under glibc's mmap threshold (32 MiB at most; the energy's
+    chunks and Q slices are sized to it, convcheck.winograd) come from the heap, and what a finished
+    check freed there stays in this process's RSS, so MemAvailable understates what the next check
+    of the same process can have. A benchmark process on VGG-16's conv1_2 at batch 32 held 8.7 GB
+    between checks, and its next check (asked 19.4 GiB, 18.1 available) was refused."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return bool(trim(0))
+
+
 def available_host() -> int | None:
     """Memory the kernel says is available now (MemAvailable), else None."""
     try:

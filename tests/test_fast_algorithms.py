@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -519,6 +520,50 @@ def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept: refused
     with pytest.raises(memory.TooLarge):
         check.require_room(p, {"cpu"})
+
+
+def test_the_heap_s_freed_pages_are_handed_back_before_a_check_is_refused(monkeypatch):
+    """What the process freed but the C heap kept (arrays under glibc's mmap threshold) counts against
+    MemAvailable; a check that would not fit is asked again after memory.return_freed_heap, and fits
+    if that made the room. Where it made none, the refusal stands."""
+    from convcheck import check, fast_bound, memory
+
+    p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1")
+    need = memory.estimate(p)
+    free = [need - 1]
+    monkeypatch.setattr(memory, "available_host", lambda: free[0])
+    monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept
+    monkeypatch.setattr(memory, "return_freed_heap", lambda: free.__setitem__(0, need) or True)
+    assert check.require_room(p, {"cpu"}) == (need, None)
+    free[0] = need - 1
+    monkeypatch.setattr(memory, "return_freed_heap", lambda: False)
+    with pytest.raises(memory.TooLarge):
+        check.require_room(p, {"cpu"})
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the process's RSS from /proc")
+def test_return_freed_heap_lowers_the_rss_a_fragmented_heap_kept():
+    """Many 64 KiB arrays (under glibc's mmap threshold, 128 KiB before it adapts: from the heap), every other
+    one freed: glibc keeps the holes, and malloc_trim hands them back (where there is no glibc, it says
+    False and nothing moves)."""
+    import subprocess
+
+    code = """
+import numpy as np
+from convcheck import memory
+rss = lambda: int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
+arrays = [np.ones(1 << 13) for _ in range(12800)]  # 800 MiB in 64 KiB arrays
+del arrays[::2]
+before = rss()
+print(memory.return_freed_heap(), before - rss())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    trimmed, dropped = out.stdout.split()
+    if trimmed == "True":
+        assert int(dropped) > 300 * 2 ** 20, dropped  # most of the 400 MiB of holes
+    else:
+        assert int(dropped) == 0 or abs(int(dropped)) < 50 * 2 ** 20
 
 
 def test_release_lets_go_of_every_kept_result_and_says_how_much():
