@@ -597,7 +597,7 @@ def _running_sums(like, shape, s_total: int):
         from . import energy_kernels
 
         return energy_kernels.RunningSums(*shape, s_total)
-    return _RunningSums(like, shape, s_total)
+    return _RunningSums(like, shape)
 
 
 class _RunningSums:
@@ -608,7 +608,7 @@ class _RunningSums:
     are its live terms after the first live one (natural order) and before the last (reversed), counted
     over the whole s."""
 
-    def __init__(self, like, shape, s_total: int):
+    def __init__(self, like, shape):
         import torch
 
         self.shape = shape

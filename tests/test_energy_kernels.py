@@ -93,7 +93,7 @@ def test_the_running_sums_in_chunks_of_s_are_the_whole_sums_bit_for_bit(chunk):
     lt[0, 1, 49] = 0.0  # a dead last term: the reversed order's last add is earlier
     whole = energy_kernels.sum_energy(lt, rt)
     chunks = [slice(k, k + chunk) for k in range(0, 50, chunk)]
-    for running in (energy_kernels.RunningSums(2, 3, 5, 16, 50), W._RunningSums(lt, (2, 3, 5, 16), 50)):
+    for running in (energy_kernels.RunningSums(2, 3, 5, 16, 50), W._RunningSums(lt, (2, 3, 5, 16))):
         for c in chunks:
             running.add_totals(lt[:, :, c], rt[:, :, c])
         for c in chunks:
