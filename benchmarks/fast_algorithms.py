@@ -19,7 +19,8 @@ fft_pow2 after fft take them from the checks before (convcheck.fast_bound.RECENT
 Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N|I-J]
        [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
        [--device cpu|cuda]
-       python benchmarks/fast_algorithms.py --merge A.md B.md ...   (runs that split the grid: their tables as one)
+       python benchmarks/fast_algorithms.py --merge A.md B.md ...   (runs that split the grid: their tables as one;
+       a problem one run refused for memory and another checked is said as made good)
 Prints markdown tables (the README shows them).
 """
 
@@ -58,6 +59,11 @@ VGG_16 = [f'mb1ic{c}ih{s}oc{k}oh{s}kh3ph1n"vgg_16:conv{b}_{i}"' for b, i, c, k, 
     (3, 2, 256, 256, 56), (4, 1, 256, 512, 28), (4, 2, 512, 512, 28), (5, 1, 512, 512, 14))]  # conv3_3, 4_3, 5_2, 5_3 repeat
 
 COUNTS = ("correct", "alarms", "plants", "visible", "caught")
+#: The line that names the problems a run checked (--merge reads it back), and the one of its refusals.
+CHECKED = "Problems checked: "
+REFUSED = "Refused (would not fit in memory): "
+#: One refused problem in a Refused line (its label, then its reason in parentheses, up to the next label).
+_REFUSAL = re.compile(r"(\S+ mb\d+ (?:fprop|dgrad|wgrad) \S+) \((.*?)\)(?=; \S+ mb\d+ (?:fprop|dgrad|wgrad) \S+ \(|$)")
 #: The stages of a check whose times the cost table shows: the function under test, the float64
 #: reference (the peer: what every check pays) and the bound's magnitudes (what the algorithm's bound adds).
 STAGES = ("under_test", "reference", "magnitudes")
@@ -71,7 +77,8 @@ class Tally:
     implementation's largest error/allowed; each plant's error as a multiple of its correct peer's (the
     smallest, the largest); the false alarms and missed plants, one line each. :meth:`tables` prints it;
     :meth:`parse` reads it back from those tables, so that :func:`merge` can add runs split over processes
-    (``--layers``, ``--directions``: each problem in one run only)."""
+    (``--layers``, ``--directions``: each problem in one run only; the "Problems checked" line names them,
+    and a merge of runs that checked one problem twice is refused rather than counted twice)."""
 
     names: list
     rows: dict
@@ -83,6 +90,12 @@ class Tally:
     seconds: float = 0.0
     #: per correct implementation, its checks' stage times (run_check's own clock), summed: STAGES
     cost: dict = field(default_factory=dict)
+    #: the problems checked, by :func:`label` (empty where a run's output predates the list)
+    checked: list = field(default_factory=list)
+
+    def problems(self) -> int:
+        """How many problems the tables hold: each gives one check of every correct implementation."""
+        return sum(r["correct"] for r in self.rows.values()) // max(len(self.names), 1)
 
     def verdict(self) -> int:
         """0 when no correct implementation failed and every visible plant was caught, else 1."""
@@ -118,6 +131,9 @@ class Tally:
                 ratio = t["magnitudes"] / t["reference"] if t["reference"] else math.inf
                 lines.append(f"| {name} | {IMPLEMENTATIONS[name]} | "
                              + " | ".join(f"{t[k]:.4g}" for k in STAGES) + f" | {ratio:.3g} |")
+        if self.checked and len(self.checked) == self.problems():  # every problem named: --merge can tell a
+            # problem counted twice, and a refusal a later run made good
+            lines.append(f"\n{CHECKED}{len(self.checked)}: " + "; ".join(self.checked))
         return "\n".join(lines)
 
     @classmethod
@@ -149,6 +165,8 @@ class Tally:
                 tally.invisible = int(m[1])
             elif m := re.fullmatch(r"(\d+) s(?: \(the runs' times added\))?", line.strip()):  # a run's, or a merge's
                 tally.seconds = float(m[1])
+            elif line.startswith(CHECKED):
+                tally.checked = line.removeprefix(CHECKED).partition(": ")[2].split("; ")
         return tally
 
 
@@ -162,6 +180,12 @@ def merge(tallies: list) -> Tally:
         if t.names != first.names:
             raise BadInput(f"the runs checked different implementations ({', '.join(first.names)}; {', '.join(t.names)}): "
                            "merge runs of one --impls")
+    twice = sorted({x for x in (c for t in tallies for c in t.checked) if sum(x in t.checked for t in tallies) > 1})
+    if twice:  # its checks would be counted twice: a run repeated, or two runs that overlap
+        raise BadInput(f"{len(twice)} problem{'s' * (len(twice) > 1)} checked in more than one of the runs ({'; '.join(twice[:3])}"
+                       f"{' ...' if len(twice) > 3 else ''}): merge each problem's run once")
+    for t in tallies:
+        out.checked += t.checked  # all of them named only where every run named its own (Tally.tables)
         for key, r in t.rows.items():
             into = out.rows.setdefault(key, dict.fromkeys(COUNTS, 0))
             for k in COUNTS:
@@ -202,7 +226,8 @@ def merged_output(paths: list) -> tuple[str, int]:
     heads = sorted({line for text in texts for line in text.splitlines()[:1] if line.startswith("# ")})
     whats = [m[1] for text in texts for m in re.finditer(r"^## Fast algorithms, declared \(.*?\), (.*)$", text, re.M)]
     # what a run did not check: problems over --max-macs or refused for memory, and a run cut short (said with its file)
-    left = [line for text in texts for line in text.splitlines() if line.startswith(("Left out (over --max-macs", "Refused ("))]
+    left = [line for text in texts for line in text.splitlines() if line.startswith("Left out (over --max-macs")]
+    left += _refusals([line for text in texts for line in text.splitlines() if line.startswith(REFUSED)], tally.checked)
     cut = [f"{path}: {line}" for path, text in zip(paths, texts) for line in text.splitlines() if line.startswith("Cut short after ")]
     left += cut
     runs = [run for what in whats for run in _runs_of(what)]  # a merged output's own runs, not "merged from 1 runs: merged from..."
@@ -210,6 +235,20 @@ def merged_output(paths: list) -> tuple[str, int]:
     out += "".join(f"\n\n{line}" for line in left)
     return out + f"\n\n{tally.seconds:.0f} s (the runs' times added)", 1 if cut else tally.verdict()
 
+
+
+def _refusals(lines: list, checked: list) -> list:
+    """The runs' Refused lines as the merge's: a problem one run refused for memory and another checked (run
+    again alone, say) is said as made good, not as refused; one refused in several runs is said once. A run
+    whose output predates the problems' names (no "Problems checked" line) cannot make good a refusal."""
+    refused = {}
+    for line in lines:
+        for m in _REFUSAL.finditer(re.sub(r"^\d+: ", "", line.removeprefix(REFUSED))):
+            refused.setdefault(m[1], m[2])
+    still = [f"{name} ({why})" for name, why in refused.items() if name not in checked]
+    made_good = [name for name in refused if name in checked]
+    return ([f"{REFUSED}{len(still)}: " + "; ".join(still)] if still else []) + \
+        ([f"Refused in one run, checked in another: {len(made_good)}: " + "; ".join(made_good)] if made_good else [])
 
 
 def layer_range(text: str | None) -> slice:
@@ -303,8 +342,8 @@ def main(argv=None) -> int:
                 p = layer.with_(mb=mb, direction=direction, dtype=dtype)
                 macs = p.accumulation_depth * math.prod(p.result_shape)
                 if macs > args.max_macs:
-                    left_out.append(f"{p.name} mb{mb} {direction} {dtype} ({macs:.2g} MACs)")
-                else:
+                    left_out.append(f"{label(p, mb)} ({macs:.2g} MACs)")
+                elif all(label(p, mb) != label(q, b) for _, q, b in grid):  # asked twice (--mb 8,8): checked once
                     grid.append((net, p, mb))
     cut = False
     signal.signal(signal.SIGTERM, _interrupted)  # `timeout` stops a run with SIGTERM: the tables still print
@@ -316,15 +355,15 @@ def main(argv=None) -> int:
                 tally, cells = _problem(net, p, mb, impls, plants, where)
             except TooLarge as e:  # the checks' own refusal (run_check asks before each check: the memory free can
                 # drop during a problem): the problem is said, not counted, and the grid goes on
-                refused.append(f"{p.name or p.descriptor()} mb{mb} {direction} {dtype} ({e})")
-                print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype}: refused: {e}", file=sys.stderr, flush=True)
+                refused.append(f"{label(p, mb)} ({e})")
+                print(f"  {label(p, mb)}: refused: {e}", file=sys.stderr, flush=True)
                 continue
             # each problem is tallied as it finishes, then said: a run cut short keeps what it measured, and a
             # signal sent on reading the line (as `timeout` or a watcher may) finds that problem already kept
             finished.append(tally)
             if progress is not None:  # the output as it would be cut short here
                 _replace(progress, head + "\n" + _report(names, finished, len(grid), left_out, refused, args, start, cut=True)[0] + "\n")
-            print(f"  {p.name or p.descriptor()} mb{mb} {direction} {dtype} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
+            print(f"  {label(p, mb)} ({time.perf_counter() - start:.0f} s): {'; '.join(cells)}",
                   file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         cut = True
@@ -353,7 +392,7 @@ def _problem(net, p, mb, impls, plants, where) -> tuple[Tally, list]:
         cost[name] = {k: r.stages.get(k, 0.0) for k in STAGES}
         if r.status != "passed":
             row["alarms"] += 1
-            alarms.append(f"{p.name} mb{mb} {direction} {dtype} {name}: {r.status} {ratio:.3g} {r.message}")
+            alarms.append(f"{label(p, mb)} {name}: {r.status} {ratio:.3g} {r.message}")
         # its plants next, while the bound they share with it is the newest kept one
         # (convcheck.fast_bound.RECENT: at batch 32 one VGG-16 bound fills most of it)
         for bug in (b for b in plants if PEER[algorithm_of(b)] == name):
@@ -374,9 +413,14 @@ def _problem(net, p, mb, impls, plants, where) -> tuple[Tally, list]:
             row["visible"] += visible
             row["caught"] += visible and r.status == "failed"
             if visible and r.status != "failed":
-                missed.append(f"{p.name} mb{mb} {direction} {dtype} {bug} ({times:.3g}x)")
+                missed.append(f"{label(p, mb)} {bug} ({times:.3g}x)")
             cells.append(f"{bug} {times:.3g}x {r.status}")
-    return Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost), cells
+    return Tally(names, {key: row}, worst, ratios, alarms, missed, invisible, cost=cost, checked=[label(p, mb)]), cells
+
+
+def label(p, mb: int) -> str:
+    """How the output names one problem of the grid: its layer (or descriptor), batch, direction and type."""
+    return f"{p.name or p.descriptor()} mb{mb} {p.direction} {p.dtype}"
 
 
 def _replace(path: Path, text: str) -> None:
@@ -401,7 +445,7 @@ def _report(names, finished, problems, left_out, refused, args, start, cut) -> t
         lines.append(f"\nLeft out (over --max-macs {args.max_macs:g}): {len(left_out)}: " + "; ".join(left_out[:8])
                      + (" ..." if len(left_out) > 8 else ""))
     if refused:  # the checks' memory estimate said no (run_check would raise it): not checked, said
-        lines.append(f"\nRefused (would not fit in memory): {len(refused)}: " + "; ".join(refused))
+        lines.append(f"\n{REFUSED}{len(refused)}: " + "; ".join(refused))
     lines.append(f"\n{tally.seconds:.0f} s")
     return "\n".join(lines), tally
 

@@ -73,8 +73,9 @@ def test_fast_algorithms_benchmark_passes_correct_winograd_and_fft_and_fails_the
 
 
 def test_fast_algorithms_runs_split_by_direction_merge_into_the_tables_of_one_run(fast_run, tmp_path):
-    """--merge adds runs that split the grid (a long run over processes): the same tables as one run."""
-    for direction in ("fprop", "wgrad"):
+    """--merge adds runs that split the grid (a long run over processes): the same tables as one run,
+    the same problems named; a problem in two of the runs is refused (its checks would count twice)."""
+    for direction in ("fprop", "wgrad", "dgrad"):
         (tmp_path / f"{direction}.md").write_text(_run(*FAST, "--directions", direction))
     merged = _run("fast_algorithms.py", "--merge", str(tmp_path / "fprop.md"), str(tmp_path / "wgrad.md"))
 
@@ -86,16 +87,34 @@ def test_fast_algorithms_runs_split_by_direction_merge_into_the_tables_of_one_ru
 
     assert tables(merged) == tables(fast_run), merged
     assert "merged from 2 runs: the problems given; the problems given" in merged
+    named = [line for line in merged.splitlines() if line.startswith("Problems checked: ")]
+    assert named == [line for line in fast_run.splitlines() if line.startswith("Problems checked: ")], merged
+    assert named[0].startswith("Problems checked: 2: mb1ic8ih10") and named[0].endswith(" mb1 wgrad fp32"), named
     (tmp_path / "merged.md").write_text(merged)  # a merged output merged again with a third run: three runs named once
-    again = _run("fast_algorithms.py", "--merge", str(tmp_path / "merged.md"), str(tmp_path / "wgrad.md"))
+    again = _run("fast_algorithms.py", "--merge", str(tmp_path / "merged.md"), str(tmp_path / "dgrad.md"))
     assert "merged from 3 runs: the problems given; the problems given; the problems given\n" in again, again
-    seconds = [float(re.search(r"^(\d+) s", text, re.M)[1]) for text in (merged, (tmp_path / "wgrad.md").read_text(), again)]
+    assert "Problems checked: 3: " in again and "In all: 18 correct checks" in again, again
+    seconds = [float(re.search(r"^(\d+) s", text, re.M)[1]) for text in (merged, (tmp_path / "dgrad.md").read_text(), again)]
     assert seconds[2] == pytest.approx(seconds[0] + seconds[1], abs=1), again  # the merged output's own time counted
     # the cost table: each implementation's stage times added over the two runs
     parts = [[line for line in (tmp_path / f"{d}.md").read_text().splitlines() if cost_row(line)] for d in ("fprop", "wgrad")]
     for one, other, both in zip(*parts, [line for line in merged.splitlines() if cost_row(line)]):
         seconds = [[float(c) for c in row.strip("|").split("|")[2:5]] for row in (one, other, both)]
         assert seconds[2] == pytest.approx([a + b for a, b in zip(seconds[0], seconds[1])], rel=1e-3, abs=1e-4), both
+
+
+def test_fast_algorithms_merge_of_runs_that_checked_one_problem_twice_is_refused(fast_run, tmp_path):
+    """Merging a run with itself, or with one that overlaps it, would count its checks twice: exit 2, one
+    line naming the problems; a problem asked twice in one run (--problem twice) is checked once."""
+    (tmp_path / "both.md").write_text(fast_run)
+    (tmp_path / "wgrad.md").write_text(_run(*FAST, "--directions", "wgrad", "--problem", FAST[2]))
+    assert "Problems checked: 1: " in (tmp_path / "wgrad.md").read_text()
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--merge", str(tmp_path / "both.md"),
+                           str(tmp_path / "wgrad.md")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    last = proc.stderr.splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert last.endswith("1 problem checked in more than one of the runs (mb1ic8ih10iw10oc8oh10ow10kh3kw3sh1sw1ph1pw1dh0dw0 "
+                         "mb1 wgrad fp32): merge each problem's run once"), last
 
 
 def test_fast_algorithms_merge_of_a_file_without_tables_is_one_line_and_exit_2(tmp_path):

@@ -469,7 +469,7 @@ def test_the_benchmark_checks_each_plant_right_after_its_peer_so_one_kept_bound_
     assert len(energies) == 3 and fast_bound.RECENT.hits == 3, (len(energies), fast_bound.RECENT.hits)
 
 
-def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the_grid_goes_on(monkeypatch, capsys):
+def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the_grid_goes_on(monkeypatch, capsys, tmp_path):
     """The memory free can drop between the benchmark's question and a check's own (the kept bounds, the
     last check's arrays): a TooLarge at the third check of a problem refuses that problem, whole (no
     half-counted row), says so, and the next problem is checked; no traceback ends the run."""
@@ -503,6 +503,27 @@ def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the
     assert len(rows) == 1 and rows[0].startswith("| given | dgrad | fp32 | 1 | 0 |"), out
     refused = next(line for line in out.splitlines() if line.startswith("Refused (would not fit in memory): 1: "))
     assert " fprop fp32 (" in refused and "17.7 GiB" in refused, refused
+    named = next(line for line in out.splitlines() if line.startswith("Problems checked: "))
+    assert named.startswith("Problems checked: 1: ") and named.endswith(" mb1 dgrad fp32"), out  # the refused one not among them
+
+    # run again alone (as a user would, with the memory back), the refused problem is checked; merged, the
+    # two runs are the whole grid, and the refusal is said as made good, not as a problem still unchecked
+    monkeypatch.setattr(benchmark, "checked", checked)
+    try:
+        assert benchmark.main(["--problem", "mb1ic8ih10oc8oh10kh3ph1", "--dtypes", "fp32", "--directions", "fprop",
+                               "--impls", "f4_lavin", "--plants", "winograd-coefficient,winograd-dropped-tile"]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, handlers[0])
+        signal.signal(signal.SIGINT, handlers[1])
+    again = capsys.readouterr().out
+    first, second = tmp_path / "refused.md", tmp_path / "again.md"
+    first.write_text(out)
+    second.write_text(again)
+    merged, verdict = benchmark.merged_output([str(first), str(second)])
+    assert verdict == 0 and "Refused (would not fit" not in merged, merged
+    made_good = next(line for line in merged.splitlines() if line.startswith("Refused in one run, checked in another: 1: "))
+    assert made_good.endswith(" mb1 fprop fp32"), made_good
+    assert "In all: 2 correct checks" in merged and "Problems checked: 2: " in merged, merged
 
 
 def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
