@@ -32,6 +32,7 @@ import re
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +181,8 @@ def merge(tallies: list) -> Tally:
         if t.names != first.names:
             raise BadInput(f"the runs checked different implementations ({', '.join(first.names)}; {', '.join(t.names)}): "
                            "merge runs of one --impls")
-    twice = sorted({x for x in (c for t in tallies for c in t.checked) if sum(x in t.checked for t in tallies) > 1})
+    runs_of = Counter(name for t in tallies for name in set(t.checked))
+    twice = sorted(name for name, n in runs_of.items() if n > 1)
     if twice:  # its checks would be counted twice: a run repeated, or two runs that overlap
         raise BadInput(f"{len(twice)} problem{'s' * (len(twice) > 1)} checked in more than one of the runs ({'; '.join(twice[:3])}"
                        f"{' ...' if len(twice) > 3 else ''}): merge each problem's run once")
@@ -334,7 +336,7 @@ def main(argv=None) -> int:
     chosen = ([("given", parse_descriptor(d), None) for d in args.problem] if args.problem else
               [(net, layer, mb) for net in args.nets.split(",") for layer in layers(net, args.layers)
                for mb in (int(m) for m in args.mb.split(","))])
-    grid = []  # (net, problem, batch) in the order run
+    grid, asked = [], set()  # (net, problem, batch) in the order run; their labels
     for net, layer, mb in chosen:
         mb = layer.mb if mb is None else mb
         for direction in args.directions.split(","):
@@ -343,7 +345,8 @@ def main(argv=None) -> int:
                 macs = p.accumulation_depth * math.prod(p.result_shape)
                 if macs > args.max_macs:
                     left_out.append(f"{label(p, mb)} ({macs:.2g} MACs)")
-                elif all(label(p, mb) != label(q, b) for _, q, b in grid):  # asked twice (--mb 8,8): checked once
+                elif label(p, mb) not in asked:  # asked twice (--mb 8,8): checked once
+                    asked.add(label(p, mb))
                     grid.append((net, p, mb))
     cut = False
     signal.signal(signal.SIGTERM, _interrupted)  # `timeout` stops a run with SIGTERM: the tables still print
