@@ -564,30 +564,41 @@ def _sum_energy(lt, rt):
     g, i, s, a = lt.shape[:3] + (lt.shape[-1],)
     j = rt.shape[1]
     out = lt.new_zeros((g, i, j, a, a))  # in binade^2 (times FP32_U2 at the end)
-    per_pair = s * a * a  # one (i, j) pair's products
-    chunk, on_cpu = _chunk(lt), lt.device.type == "cpu"
-    step_j = max(1, min(j, chunk // per_pair))
-    step_i = max(1, chunk // (per_pair * step_j))
+    on_cpu = lt.device.type == "cpu"
+    if on_cpu:  # each operand's smallest magnitude per i and per j, once (a GPU takes the masks:
+        # asking would wait for the device)
+        left_min, right_min = lt.abs().amin(dim=(2, 3, 4)), rt.abs().amin(dim=(2, 3, 4))
+    for g0, si, sj, p in _pair_products(lt, rt):  # p: (I', J', S, a, a)
+        prefix = p.cumsum(2)  # the natural order's running sums
+        suffix = torch.sub(prefix[:, :, -1:], prefix).add_(p)  # the reversed order's (float64: exact enough for a binade)
+        # every term live: the chunk's smallest product is not 0 (rounding is monotone)
+        if on_cpu and float(left_min[g0, si].min()) * float(right_min[g0, sj].min()) > 0:
+            natural = _binade2(prefix[:, :, 1:]).sum(2)
+            backward = _binade2(suffix[:, :, :-1]).sum(2)
+        else:
+            lv = p != 0
+            count = lv.cumsum(2, dtype=torch.int32)
+            natural = (_binade2(prefix) * (lv & (count > 1))).sum(2)  # live, after the first live term
+            backward = (_binade2(suffix) * (lv & (count < count[:, :, -1:]))).sum(2)  # live, a live term after it
+        out[g0, si, sj] = torch.maximum(natural, backward)
+    return FP32_U2 * (out + _point_sum(lt * lt, rt * rt))
+
+
+def _pair_products(lt, rt):
+    """(g, a slice of i, a slice of j, their products ``lt[g, i's, None] * rt[g, None, j's]``: (I', J', S,
+    ...)) over every group and (i, j) pair of a sum over s (lt (G, I, S, ...), rt (G, J, S, ...)), the
+    products of about :func:`_chunk` elements a piece: the torch code's sums over s, whole or chunked."""
+    g, i, s = lt.shape[:3]
+    j = rt.shape[1]
+    per_pair = s * math.prod(lt.shape[3:])  # one (i, j) pair's products
+    chunk = _chunk(lt)
+    step_j = max(1, min(j, chunk // max(per_pair, 1)))
+    step_i = max(1, chunk // (max(per_pair, 1) * step_j))
     for g0 in range(g):
-        if on_cpu:  # each operand's smallest magnitude per i and per j, once (a GPU takes the masks:
-            # asking would wait for the device)
-            left_min, right_min = lt[g0].abs().amin(dim=(1, 2, 3)), rt[g0].abs().amin(dim=(1, 2, 3))
         for i0 in range(0, i, step_i):
             for j0 in range(0, j, step_j):
-                p = lt[g0, i0:i0 + step_i, None] * rt[g0, None, j0:j0 + step_j]  # (I', J', S, a, a)
-                prefix = p.cumsum(2)  # the natural order's running sums
-                suffix = torch.sub(prefix[:, :, -1:], prefix).add_(p)  # the reversed order's (float64: exact enough for a binade)
-                # every term live: the chunk's smallest product is not 0 (rounding is monotone)
-                if on_cpu and float(left_min[i0:i0 + step_i].min()) * float(right_min[j0:j0 + step_j].min()) > 0:
-                    natural = _binade2(prefix[:, :, 1:]).sum(2)
-                    backward = _binade2(suffix[:, :, :-1]).sum(2)
-                else:
-                    lv = p != 0
-                    count = lv.cumsum(2, dtype=torch.int32)
-                    natural = (_binade2(prefix) * (lv & (count > 1))).sum(2)  # live, after the first live term
-                    backward = (_binade2(suffix) * (lv & (count < count[:, :, -1:]))).sum(2)  # live, a live term after it
-                out[g0, i0:i0 + step_i, j0:j0 + step_j] = torch.maximum(natural, backward)
-    return FP32_U2 * (out + _point_sum(lt * lt, rt * rt))
+                yield (g0, slice(i0, i0 + step_i), slice(j0, j0 + step_j),
+                       lt[g0, i0:i0 + step_i, None] * rt[g0, None, j0:j0 + step_j])
 
 
 def _running_sums(like, shape, s_total: int):
@@ -618,19 +629,10 @@ class _RunningSums:
         self.count = torch.zeros(shape, dtype=torch.int64, device=like.device)
 
     def _pairs(self, lt, rt):
-        """(i slice, j slice, the chunk's products (I', J', S', points)) over the group's pairs, in chunks
-        of about :func:`_chunk` elements."""
+        """:func:`_pair_products` of one chunk, its points flattened: (I', J', S', points) each."""
         g, i, s = lt.shape[:3]
-        j, points = rt.shape[1], self.shape[-1]
-        left, right = lt.reshape(g, i, s, points), rt.reshape(g, j, s, points)
-        per_pair = s * points
-        step_j = max(1, min(j, _chunk(lt) // max(per_pair, 1)))
-        step_i = max(1, _chunk(lt) // (max(per_pair, 1) * step_j))
-        for g0 in range(g):
-            for i0 in range(0, i, step_i):
-                for j0 in range(0, j, step_j):
-                    yield g0, slice(i0, i0 + step_i), slice(j0, j0 + step_j), \
-                        left[g0, i0:i0 + step_i, None] * right[g0, None, j0:j0 + step_j]
+        points = self.shape[-1]
+        return _pair_products(lt.reshape(g, i, s, points), rt.reshape(g, rt.shape[1], s, points))
 
     def add_totals(self, lt, rt) -> None:
         for g0, i, j, p in self._pairs(lt, rt):
@@ -715,19 +717,22 @@ def _transformed(x, t):
 
 def _energy(left, right, b: Bilinear):
     """:func:`rounding_energy` before ``assemble``, (G, I, J, o, o), from both operands' :func:`_transformed`."""
-    import torch
-
-    t3 = b.t3
-    q3 = t3 * t3
     lt, e_lt = left[:2]
     rt, e_rt = right[:2]
-    m = _point_sum(lt, rt)
     inner = _sum_energy(lt, rt) + _point_sum(e_lt, rt * rt) + _point_sum(lt * lt, e_rt)
-    total = q3 @ inner @ q3.T
-    # first passes, each order; the b-side order is the a-side one transposed
-    left_a, left_b, right_a, right_b = _first_passes(left, right, b)
-    total = total + torch.maximum(left_a, left_b) + torch.maximum(right_a, right_b)
-    return total + _output_energy(m, t3)
+    return _energy_of(inner, _first_passes(left, right, b), _point_sum(lt, rt), b.t3)
+
+
+def _energy_of(inner, passes, m, t3):
+    """The energy (G, I, J, o, o) from its parts: ``inner``, the sum over s's and the transformed tiles'
+    second passes' (G, I, J, a, a), through the output transform's squared coefficients; the first passes
+    (:func:`_first_passes`), each side's larger order; the output transform's own roundings of the summed
+    products ``m``."""
+    import torch
+
+    q3 = t3 * t3
+    return (q3 @ inner @ q3.T + torch.maximum(passes[0], passes[1]) + torch.maximum(passes[2], passes[3])
+            + _output_energy(m, t3))
 
 
 def _first_passes(left, right, b: Bilinear) -> tuple:
@@ -760,8 +765,6 @@ def _energy_along_s(b: Bilinear):
     sum over s added up chunk by chunk and the running sums carried, then the output transform of the
     summed products. Each chunk's tiles are transformed twice (a GEMM's work, against the energy's dozen
     passes), and nothing the size of s is held whole."""
-    import torch
-
     t1, t2, t3 = b.t1, b.t2, b.t3
     chunks = _s_chunks(b)
     g, i = b.left.shape[:2]
@@ -783,10 +786,7 @@ def _energy_along_s(b: Bilinear):
         inner = part if inner is None else inner.add_(part)
         these = _first_passes(left, right, b)
         passes = these if passes is None else tuple(p.add_(q) for p, q in zip(passes, these))
-    inner = inner + FP32_U2 * running.energy().to(inner.device)
-    q3 = t3 * t3
-    total = q3 @ inner @ q3.T + torch.maximum(passes[0], passes[1]) + torch.maximum(passes[2], passes[3])
-    return total + _output_energy(m, t3)
+    return _energy_of(inner + FP32_U2 * running.energy().to(inner.device), passes, m, t3)
 
 
 def coefficient_error(problem, x, w, dy, t: Transform, operand_slice: int | None = None):
