@@ -186,6 +186,7 @@ class CheckResult:
     judged_as: str = ""
     algorithm: str | None = None  # what your function declared it computes by (convcheck.fast_bound), None: direct
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.rounding), as asked
+    level: str | None = None  # how given data was judged: probable or rigorous (convcheck.probable); None: own fill
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
 
@@ -243,6 +244,8 @@ class CheckResult:
             rec["algorithm"] = self.algorithm
         if self.contract:  # how your function was allowed to have computed: rerun and repro judge it so again
             rec["contract"] = self.contract
+        if self.level:  # given data's level: part of the record's key (a rigorous and a probable verdict differ)
+            rec["level"] = self.level
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
             rec.update(engine=self.backend_info.get("engine"), engine_index=self.backend_info.get("plan_index"),
                        judged_as=self.judged_as)
@@ -497,7 +500,8 @@ def run_check(
     contract: str | None = None,
     algorithm: str | None = None,
 ) -> CheckResult:
-    """Run one check through the stages. Bad input raises BadInput; a backend that cannot
+    """Run one check through the stages: :func:`run_spec` of the :class:`~convcheck.spec.CheckSpec`
+    these arguments describe. Bad input raises BadInput; a backend that cannot
     run here raises BackendUnavailable; a problem the backend declines, or any failure
     inside a backend, comes back as a result with status ``unsupported``/``error``.
 
@@ -512,15 +516,32 @@ def run_check(
     (:mod:`convcheck.fast_bound`): with the default bound it is then judged by that algorithm's bound.
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.memory.TooLarge` before anything is allocated."""
+    from .spec import CheckSpec
+
+    spec = CheckSpec(problem=problem, backend=backend, reference=reference, device=device, seed=seed, plant=plant,
+                     bound=bound, engine=engine, repeat=repeat, heuristics=tuple(heuristics) if heuristics else None,
+                     max_memory=max_memory, fill_device=fill_device, level=level, contract=contract,
+                     algorithm=algorithm)
+    return run_spec(spec, inputs=inputs, keep_outputs=keep_outputs)
+
+
+def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False) -> CheckResult:
+    """The check ``spec`` (a :class:`~convcheck.spec.CheckSpec`) describes, on ``inputs`` where the
+    caller gives the data (else convcheck's own fill, drawn from the spec's seed); ``keep_outputs``
+    keeps (output, reference, inputs) in the result for saving the lesson's files and pictures."""
     from .environment import versions
 
+    problem, backend, reference, device, seed = spec.problem, spec.backend, spec.reference, spec.device, spec.seed
+    plant, bound, engine, repeat, heuristics = spec.plant, spec.bound, spec.engine, spec.repeat, spec.heuristics
+    max_memory, fill_device, level, algorithm = spec.max_memory, spec.fill_device, spec.level, spec.algorithm
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, reference, device)
+    data = "given" if inputs is not None and inputs.kind == "given" else "random"
+    contract, level = spec.effective_contract(plan.backend), spec.effective_level(data)
     from .fast_bound import declared as declared_algorithm
 
     declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
-    data = "given" if inputs is not None and inputs.kind == "given" else "random"
     # before any allocation; a declared Winograd algorithm's bound holds its own working set too
     _, operand_slice = require_room(problem, {plan.backend_device, plan.reference_device}, max_memory,
                                     plan.reference, declared, data)
@@ -545,7 +566,7 @@ def run_check(
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
                          algorithm=declared.text if declared else None,
-                         contract=contract if backends.is_user_function(plan.backend) else None)
+                         contract=contract, level=level)
     try:
         with device_scope(plan):
             clock = StageClock(plan)
@@ -650,7 +671,11 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     plan = Plan(backend="stored", backend_device="cpu", reference=reference, reference_device=device)
     backends.require(reference, device)
     inputs = ConvInputs(x=x, w=w, seed=-1, kind="given")
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given")
+    from .bound import DEFAULT_LEVEL
+    from .rounding import DEFAULT_CONTRACT
+
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given",
+                         level=level or DEFAULT_LEVEL, contract=contract or DEFAULT_CONTRACT)
     bnd = make_bound(bound_name, problem, ("stored", reference), data="given", level=level,
                      devices=("cpu", device), contract=contract)
     start = time.perf_counter()

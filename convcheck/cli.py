@@ -13,22 +13,17 @@ from pathlib import Path
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, BadInput, ConvCheckError, writable_file
-from .backends import NAMES as BACKEND_NAMES
 from .bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from .check import STORED_REFERENCES
 from .engines import ENGINE_REFERENCES
-from .fast_bound import ALGORITHM_HELP
-from .plant import BUGS
-from .problem import ACTIVATIONS, DIRECTIONS, DTYPES
+from .options import (add_check_options, add_problem_options, at_least as _at_least, options as check_options,
+                      problem_overrides, seconds as _seconds, size as _size, spec_from_args)
 from .rounding import CONTRACTS, DEFAULT_CONTRACT
 from .space import DEFAULT_SPACE
 
-LEVEL_HELP = ("given data (lesson files, model activations): probable (default) also fails what correct fp32 "
-              "summation does not give on this data; rigorous fails only what no summation order explains")
-
-CONTRACT_HELP = ("what your function or a given answer may have computed in fp16/bf16 (torch and cuDNN say it "
-                 "themselves): staged (default): fp32 sums, with dgrad taps / wgrad images stored and added in the "
-                 "tensor type as torch's slow kernels do; fp32: fp32 accumulation, rounded once")
+LEVEL_HELP = next(o for o in check_options() if o.name == "level").argparse["help"]
+CONTRACT_HELP = next(o for o in check_options() if o.name == "contract").argparse["help"]
+TIMEOUT_HELP = next(o for o in check_options() if o.name == "timeout").argparse["help"]
 
 EPILOG = "exit codes: 0 pass, 1 mismatch, 2 bad input, 3 backend unavailable or problem unsupported, 4 internal error"
 
@@ -41,20 +36,6 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum`` (argparse reports the rest in one line, exit 2)."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
 def _factor(text: str) -> float:
     try:
         value = float(text)
@@ -65,72 +46,11 @@ def _factor(text: str) -> float:
     return value
 
 
-def _size(text: str) -> int:
-    from .memory import parse_size
-
-    try:
-        return parse_size(text)
-    except BadInput as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def _problem_args(p: argparse.ArgumentParser) -> None:
+    """One problem: its descriptor, a batch override and the problem's own options (engines, graph)."""
     p.add_argument("descriptor", help='benchdnn problem descriptor, e.g. mb2ic16ih14oc8oh14kh3ph1 (quote names: n"x")')
     p.add_argument("--mb", type=_at_least(1), help="override the descriptor's batch size (as benchdnn's --mb)")
-    p.add_argument("--mode", choices=("xcorr", "conv"), default="xcorr",
-                   help="cross-correlation (what deep learning calls convolution; default) or true convolution")
-    p.add_argument("--dtype", choices=DTYPES, default="fp32",
-                   help="fp32 = IEEE fp32 on both sides; tf32 = TF32 on purpose; fp16/bf16 tensors; all accumulate in fp32")
-    p.add_argument("--direction", choices=DIRECTIONS, default="fprop",
-                   help="fprop (y from x, w), dgrad (dx from dy, w) or wgrad (dw from x, dy)")
-    p.add_argument("--fuse", default="", metavar="OPS",
-                   help=f"fused forward graph: 'bias', an activation ({', '.join(ACTIVATIONS)}) or both: --fuse bias,relu")
-    p.add_argument("--layout", default="nchw", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}",
-                   help="memory layout: channels first (nchw, also for 1-D/3-D) or channels last (nhwc)")
-
-
-LAYOUT_NAMES = ("nchw", "nhwc", "ncw", "nwc", "ncdhw", "ndhwc")
-
-
-def _layout(text: str) -> str:
-    """A layout name in any case; a mistake is quoted as the user wrote it."""
-    if text.lower() in LAYOUT_NAMES:
-        return text.lower()
-    raise argparse.ArgumentTypeError(f"{text!r}: expected one of {', '.join(LAYOUT_NAMES)} (any case)")
-
-
-def _backend(text: str) -> str:
-    """A backend's name, or a user's function named as path/to/file.py:NAME (loaded when used)."""
-    if text == "auto" or text in BACKEND_NAMES or ":" in text:
-        return text
-    raise argparse.ArgumentTypeError(f"{text!r}: expected auto, {', '.join(BACKEND_NAMES)}, or your function as "
-                                     "path/to/file.py:NAME or package.module:NAME")
-
-
-def _algorithm(text: str) -> str:
-    """--algorithm, checked before anything runs (convcheck.fast_bound.parse_algorithm)."""
-    from .fast_bound import parse_algorithm
-
-    try:
-        parse_algorithm(text)
-    except BadInput as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
-def _seconds(text: str) -> float:
-    """--timeout: seconds, 0 for no limit."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0 (0: no limit)")
-    return value
-
-
-TIMEOUT_HELP = ("seconds a check may run before its worker is killed and it is recorded as timeout "
-                "(0: no limit; default: 60 s plus the problem's size at a pessimistic rate)")
+    add_problem_options(p)
 
 
 def _record_args(p: argparse.ArgumentParser, file_help: str = "a sweep's JSON-lines file") -> None:
@@ -152,34 +72,19 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse a problem whose check would need more (e.g. 8G)")
 
 
-def _sweep_run_args(w: argparse.ArgumentParser, out_required: bool = True) -> None:
-    """What sweep and model share: the problem overrides, the check, the records, the workers."""
-    w.add_argument("--mode", choices=("xcorr", "conv"))
-    w.add_argument("--dtype", choices=DTYPES)
-    w.add_argument("--layout", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}")
-    w.add_argument("--direction", choices=DIRECTIONS)
-    w.add_argument("--bound", choices=BOUNDS, default="auto")
-    w.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
-    w.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
-    w.add_argument("--algorithm", type=_algorithm, default="direct", metavar="ALGORITHM", help=ALGORITHM_HELP)
-    w.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
-                   help=f"auto, {', '.join(BACKEND_NAMES)}, or your convolution function as path/to/file.py:NAME")
-    w.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; its checks must fail")
-    w.add_argument("--reference", choices=BACKEND_NAMES)
-    w.add_argument("--device", choices=("cpu", "cuda"))
+def _campaign_args(w: argparse.ArgumentParser, out_required: bool = True) -> None:
+    """What sweep and model share besides the check's options: the records and the workers."""
     w.add_argument("--out", required=out_required, metavar="FILE",
                    help="JSON-lines file the records go to" + ("" if out_required else " (default: a temporary file)"))
     w.add_argument("--resume", action="store_true", help="skip problems already in --out (and count the whole file)")
     w.add_argument("--retry-crashed", action="store_true",
                    help="with --resume, check again the problems recorded as crashed or timeout (skipped otherwise)")
-    _timeout_arg(w)
     w.add_argument("--junit", metavar="FILE", help="also write JUnit XML of the whole --out file")
     w.add_argument("--expect-fail", metavar="FILE",
                    help="known bugs, a line each: REGEX DTYPE DIRECTION IMPLEMENTATION REASON (their failures are counted apart)")
     w.add_argument("--quiet", action="store_true", help="no progress output")
     w.add_argument("--jobs", type=_at_least(1), default=1,
                    help="supervised worker processes (a crash or hang in one costs only the problem it ran)")
-    w.add_argument("--max-memory", type=_size, metavar="SIZE", help="refuse (and record) a problem whose check would need more")
     w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
     w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
 
@@ -191,30 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = sub.add_parser("check", help="run one problem and compare", epilog=EPILOG)
-    _problem_args(c)
-    c.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
-                   help=f"implementation under test: auto (cudnn on a usable GPU, else torch on the CPU), "
-                        f"{', '.join(BACKEND_NAMES)}, or your own convolution function (torch's signature) "
-                        "as path/to/file.py:NAME or package.module:NAME")
-    c.add_argument("--reference", choices=BACKEND_NAMES,
-                   help="what it is compared with (default: torch64 for cudnn, i.e. torch's float64 convolution with cuDNN "
-                        "disabled; numpy for torch; torch = torch's own convolution in the checked type, as the lesson)")
-    c.add_argument("--device", choices=("cpu", "cuda"), help="where torch runs")
-    c.add_argument("--seed", type=_at_least(0), default=0, help="seed of the random inputs (recorded)")
-    c.add_argument("--bound", choices=BOUNDS, default="auto",
-                   help="auto (default): exact for fp32/tf32 (precision-sensitive exact fill), else elementwise; "
-                        "elementwise: per element from accumulation depth, roundoffs and the data's magnitudes; "
-                        "lesson: the seed's fp32 rtol/atol; exact: inputs on a grid, identical outputs only")
+    c.add_argument("descriptor", help='benchdnn problem descriptor, e.g. mb2ic16ih14oc8oh14kh3ph1 (quote names: n"x")')
+    c.add_argument("--mb", type=_at_least(1), help="override the descriptor's batch size (as benchdnn's --mb)")
+    add_check_options(c, "check")
     c.add_argument("--json", action="store_true", help="print one JSON record instead of the report")
     c.add_argument("--evidence", metavar="FILE", help="write the report and the JSON record (with all versions) to FILE")
     c.add_argument("--save-lesson", metavar="DIR", help="write conv_shapes.txt and conv_{x,w,y}.f32 of this run (y = the output under test)")
-    c.add_argument("--plant", choices=tuple(BUGS), help="plant a bug in the implementation under test; the check must fail")
-    c.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
-    c.add_argument("--algorithm", type=_algorithm, default="direct", metavar="ALGORITHM", help=ALGORITHM_HELP)
-    _engine_args(c)
-    c.add_argument("--all-engines", action="store_true", help="check every plan cuDNN offers (same as the engines command)")
     c.add_argument("--repro", metavar="FILE", help="also write a standalone script that reproduces this check (no convcheck needed)")
-    _timeout_arg(c)
 
     l = sub.add_parser("lesson", help="check the C++ lesson's stored files against torch", epilog=EPILOG)
     l.add_argument("directory", help="folder with conv_shapes.txt, conv_x.f32, conv_w.f32, conv_y.f32")
@@ -249,21 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--match", metavar="REGEX", help="only batch-file lines matching this")
     w.add_argument("--mb", type=_at_least(1), help="override every problem's batch")
     w.add_argument("--random", type=_at_least(0), default=0, metavar="N", help="N seeded random problems over the whole space")
-    w.add_argument("--seed", type=_at_least(0), default=0, help="seed of the inputs and of --random")
-    w.add_argument("--fuse", default="", metavar="OPS")
-    _sweep_run_args(w)
-    w.add_argument("--all-engines", action="store_true",
-                   help="every plan cuDNN offers for each problem, judged and timed as by 'engines'; a record per plan (GPU)")
-    w.add_argument("--heuristics", metavar="MODES", help="cuDNN heuristics modes, comma-separated (default a,fallback)")
+    add_check_options(w, "sweep")
+    _campaign_args(w)
 
     o = sub.add_parser("model", help="every convolution layer of a torch.nn.Module, checked as a sweep", epilog=EPILOG)
     o.add_argument("target", help="path/to/file.py:Name or package.module:Name (a Module class or a factory)")
     o.add_argument("--input", required=True, metavar="N,C,...", help="the input's shape, e.g. 1,3,224,224")
     o.add_argument("--data", choices=("random", "activations"), default="random",
                    help="random: convcheck's own fill; activations: each layer's real input, weights and bias")
-    o.add_argument("--seed", type=_at_least(0), default=0, help="seed of the model's input and of the fill")
-    _sweep_run_args(o, out_required=False)
-    o.set_defaults(all_engines=False, heuristics=None)
+    add_check_options(o, "model")
+    _campaign_args(o, out_required=False)
 
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     _record_args(r)
@@ -289,28 +172,18 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--sampler", metavar="FILE.py:NAME",
                        help="your own sampler: a function of a numpy Generator returning a descriptor or a ConvProblem")
     h.add_argument("--mb", default="8-32", metavar="RANGE", help="with --around: the batch range (default 8-32)")
-    h.add_argument("--backend", type=_backend, default="auto", metavar="NAME|FILE.py:FUNCTION",
-                   help=f"the implementation hunted: auto, {', '.join(BACKEND_NAMES)}, or your function as path/to/file.py:NAME")
-    h.add_argument("--engine", metavar="NAME", help="cuDNN: every check runs this plan, by name (as 'engines' lists it)")
-    h.add_argument("--reference", choices=BACKEND_NAMES)
-    h.add_argument("--device", choices=("cpu", "cuda"))
-    h.add_argument("--bound", choices=BOUNDS, default="auto")
-    h.add_argument("--dtype", choices=DTYPES, default="fp32")
-    h.add_argument("--direction", choices=DIRECTIONS, default="fprop")
-    h.add_argument("--layout", default="nchw", type=_layout, metavar="{" + ",".join(LAYOUT_NAMES) + "}")
+    add_check_options(h, "hunt")
     h.add_argument("--out", required=True, metavar="FILE", help="JSON-lines file for every check's record")
     h.add_argument("--resume", action="store_true", help="read back the records already in --out and go on")
     h.add_argument("--budget", type=_at_least(1), default=2000,
                    help="at most this many checks in all, shrinking included and earlier runs counted (default 2000)")
     h.add_argument("--seconds", type=_seconds, metavar="S", help="and stop after this many seconds (0: no limit)")
     h.add_argument("--shrink-budget", type=_at_least(1), default=400, help="at most this many checks per shrink (default 400)")
-    h.add_argument("--seed", type=_at_least(0), default=0, help="seed of the draws and of the inputs")
     h.add_argument("--max-macs", type=_at_least(1), default=100_000_000,
                    help="draw again a problem of more multiply-adds (default 1e8: about a second per check on a CPU)")
     h.add_argument("--jobs", type=_at_least(1), default=1, help="supervised worker processes for the draws")
     h.add_argument("--scripts", metavar="DIR", help="where each failure's standalone script goes (default: OUT's name + _scripts)")
     h.add_argument("--quiet", action="store_true", help="no progress output")
-    _timeout_arg(h)
 
     d = sub.add_parser("diff", help="what changed between two sweeps")
     d.add_argument("a")
@@ -368,27 +241,13 @@ def _emit(result, as_json: bool, evidence: str | None) -> int:
 def _parse_problem(args):
     from .problem import parse_descriptor
 
-    from .problem import layout_from_name
-
-    fuse = tuple(op.strip() for op in args.fuse.split(",") if op.strip())
-    return parse_descriptor(args.descriptor, mb=args.mb, mode=args.mode, dtype=args.dtype,
-                            layout=layout_from_name(args.layout), direction=args.direction, fuse=fuse)
+    return parse_descriptor(args.descriptor, mb=args.mb, **problem_overrides(args))
 
 
 def _heuristics(args):
-    """--heuristics as a tuple, checked against the frontend's modes before anything runs
-    (where the frontend is missing, the cuDNN backend is unavailable and says so instead)."""
-    if not args.heuristics:
-        return None
-    names = tuple(h.strip() for h in args.heuristics.split(",") if h.strip())
-    from .backends import cudnn_graph, frontend_compat
+    from .options import heuristics
 
-    try:
-        cudnn = frontend_compat.import_frontend()
-    except ImportError:
-        return names
-    cudnn_graph.heur_modes(cudnn, names)
-    return names
+    return heuristics(args.heuristics)
 
 
 def _output_folder(path, option: str):
@@ -428,6 +287,13 @@ def _engines_here(args) -> int:
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
+#: What a check of every cuDNN plan (check --all-engines, engines) cannot take: it checks cuDNN's own plans.
+_NOT_FOR_EVERY_PLAN = {"plant": "a planted bug replaces the implementation under test; every plan is cuDNN's own",
+                       "algorithm": "cuDNN's plans say how they compute (their numerical notes)",
+                       "contract": "cuDNN's plans say how they compute in fp16/bf16 themselves",
+                       "level": "every plan is checked on convcheck's own inputs"}
+
+
 def cmd_check(args) -> int:
     if args.all_engines:
         if args.backend not in ("auto", "cudnn"):
@@ -435,8 +301,12 @@ def cmd_check(args) -> int:
         if args.repro:
             raise BadInput("--repro writes the script of one check; for a plan of --all-engines, sweep to a file "
                            "and use 'convcheck repro FILE --index N'")
+        for name, why in _NOT_FOR_EVERY_PLAN.items():
+            if getattr(args, name) not in (None, "direct"):
+                raise BadInput(f"--all-engines: {why}", option=name)
         args.repeat = max(args.repeat, 3)
         return cmd_engines(args)
+    spec_from_args(args)  # a choice these checks cannot honour is said now, before any worker runs
     problem = _parse_problem(args)
     writable_file(args.evidence, "evidence")
     writable_file(args.repro, "repro")
@@ -450,13 +320,10 @@ def cmd_check(args) -> int:
 
 def _check_here(args) -> int:
     """``check`` in its worker: the check, its report, the lesson files and the reproducer."""
-    from .check import run_check
+    from .check import run_spec
 
     problem = _parse_problem(args)
-    result = run_check(problem, backend=args.backend, reference=args.reference, device=args.device,
-                       seed=args.seed, plant=args.plant, keep_outputs=bool(args.save_lesson), bound=args.bound,
-                       engine=args.engine, repeat=args.repeat, heuristics=_heuristics(args), max_memory=args.max_memory,
-                       contract=args.contract, algorithm=args.algorithm)
+    result = run_spec(spec_from_args(args, problem), keep_outputs=bool(args.save_lesson))
     if args.save_lesson and result.outputs is not None:
         from .lesson_io import write_lesson
 
@@ -558,13 +425,9 @@ def cmd_repro(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .problem import layout_from_name
     from .sweep import collect
 
-    fuse = tuple(op.strip() for op in args.fuse.split(",") if op.strip())
-    items = collect(args.batch, args.match, args.mb, args.descriptors, args.random, args.seed,
-                    mode=args.mode, dtype=args.dtype, layout=layout_from_name(args.layout) if args.layout else None,
-                    direction=args.direction, fuse=fuse)
+    items = collect(args.batch, args.match, args.mb, args.descriptors, args.random, args.seed, **problem_overrides(args))
     if not items:
         if args.batch and args.match:
             raise BadInput(f"--match {args.match!r} matches no problem line of {', '.join(args.batch)}")
@@ -576,11 +439,12 @@ def cmd_sweep(args) -> int:
 
 def cmd_model(args) -> int:
     from .model import model_items, parse_shape
-    from .problem import layout_from_name
 
     shape = parse_shape(args.input)
-    items = model_items(args.target, shape, args.data, args.seed, mode=args.mode, dtype=args.dtype,
-                        layout=layout_from_name(args.layout) if args.layout else None, direction=args.direction)
+    overrides = problem_overrides(args)
+    if "fuse" in overrides:
+        raise BadInput("a model's layers are checked as the model computes them; fusing is a sweep's choice", option="fuse")
+    items = model_items(args.target, shape, args.data, args.seed, **overrides)
     if not args.quiet:
         print(f"model: {args.target} on input {list(shape)}: {len(items)} convolution layers, {args.data} data",
               file=sys.stderr)
@@ -601,13 +465,11 @@ def _run_items(args, items) -> int:
                        option="retry_crashed")
     from .fast_bound import declared
 
-    declared(args.algorithm, args.backend, args.plant, args.bound, args.reference)  # once, before any check: not a record each
+    spec = spec_from_args(args, data="given" if getattr(args, "data", "random") == "activations" else "random")
+    declared(spec.algorithm, spec.backend, spec.plant, spec.bound, spec.reference)  # once, before any check: not a record each
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
-    options = SweepOptions(args.backend, args.reference, args.device, args.bound, args.seed,
-                           all_engines=args.all_engines, heuristics=_heuristics(args), max_memory=args.max_memory,
-                           expect_fail=expect, plant=args.plant, level=args.level,
-                           contract=args.contract, timeout=args.timeout, algorithm=args.algorithm)
+    options = SweepOptions.of(spec, expect_fail=expect)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor,
@@ -727,7 +589,6 @@ def cmd_shrink(args) -> int:
 
 def cmd_hunt(args) -> int:
     from .hunt import format_groups, hunt
-    from .problem import layout_from_name
     from .space import around, draw, parse_space, parse_values, sampler
     from .sweep import SweepOptions, _Stop, resolved
 
@@ -747,11 +608,17 @@ def cmd_hunt(args) -> int:
     scripts = Path(args.scripts) if args.scripts else out.with_name(out.stem + "_scripts")
     if scripts.is_file() or not scripts.parent.is_dir():
         raise BadInput(f"{scripts}: expected a folder (made if missing) in a folder that exists", option="scripts")
-    draw(space, args.seed, 0, max_macs=args.max_macs)  # a space that gives no problem is said before any output
     if args.engine and args.backend not in ("auto", "cudnn"):
         raise BadInput(f"a plan by name is cuDNN's; this hunt checks {args.backend}", option="engine")
-    options = resolved(SweepOptions("cudnn" if args.engine else args.backend, args.reference, args.device, args.bound,
-                                    args.seed, timeout=args.timeout, engine=args.engine))
+    overrides = problem_overrides(args)
+    draw(space, args.seed, 0, max_macs=args.max_macs, **overrides)  # a space that gives no problem is said before any output
+    spec = spec_from_args(args)
+    if spec.engine:
+        spec = spec.replace(backend="cudnn")
+    from .fast_bound import declared
+
+    declared(spec.algorithm, spec.backend, spec.plant, spec.bound, spec.reference)  # said once, not a record each
+    options = resolved(SweepOptions.of(spec))
     log = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     for note in options.notes:
         log(f"hunt: {note}")
@@ -760,8 +627,7 @@ def cmd_hunt(args) -> int:
     try:
         result = hunt(space, options, out, budget=args.budget, seconds=args.seconds or None, seed=args.seed,
                       resume=args.resume, shrink_budget=args.shrink_budget, jobs=args.jobs, max_macs=args.max_macs,
-                      dtype=args.dtype, direction=args.direction, layout=layout_from_name(args.layout),
-                      scripts=scripts, log=log, stop=stop)
+                      scripts=scripts, log=log, stop=stop, **overrides)
     finally:
         restore()
     print(format_groups(result, out))

@@ -48,8 +48,8 @@ def _versions(records: list[dict]) -> dict:
 def diff_records(a: list[dict], b: list[dict], factor: float = 10.0) -> SweepDiff:
     """Compare two sweeps; a ratio "moved" when max/min of the two error/bound ratios exceeds ``factor``
     (ratios below 1e-3 of the bound are treated as 1e-3: tiny errors jittering is not news)."""
-    ka = {r.get("key") or record_key(r): r for r in a}
-    kb = {r.get("key") or record_key(r): r for r in b}
+    ka = {record_key(r): r for r in a}  # recomputed: an older file keyed fewer of the fields that change a verdict
+    kb = {record_key(r): r for r in b}
     d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b))
     for key, ra in ka.items():
         rb = kb.get(key)

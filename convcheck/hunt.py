@@ -148,15 +148,15 @@ class HuntResult:
 
 def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None = None, seed: int = 0,
          resume: bool = False, shrink_budget: int = DEFAULT_BUDGET, jobs: int = 1, max_macs: int | None = MAX_MACS,
-         dtype: str = "fp32", direction: str = "fprop", layout: str = "ncx", scripts: Path | None = None, log=None,
-         stop=None) -> HuntResult:
-    """Hunt ``space`` for failures of ``options.backend`` (see the module's text)."""
+         scripts: Path | None = None, log=None, stop=None, **overrides) -> HuntResult:
+    """Hunt ``space`` for failures of the check ``options`` describes (see the module's text);
+    ``overrides`` (dtype, direction, layout, mode, fuse) set those fields of every draw."""
     from .sweep import Item, SupervisedExecutor, _identity
 
     start_time = time.perf_counter()
     say = log or (lambda line: None)
     prior = prepare_out(out, resume)
-    known = {r.get("key"): r for r in prior.records}
+    known = {record_key(r): r for r in prior.records}  # recomputed: older files keyed fewer fields
     result = HuntResult(space=space.describe(), seed=seed, checks=len(prior.records), budget=budget)
     executor = SupervisedExecutor(jobs)
     executor.start()
@@ -201,7 +201,7 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
         repeats = 0
         while not (why := left()):
             room = budget - result.checks
-            chunk = [draw(space, seed, i, dtype=dtype, direction=direction, layout=layout, max_macs=max_macs)
+            chunk = [draw(space, seed, i, max_macs=max_macs, **overrides)
                      for i in range(index, index + max(1, min(CHUNK_PER_WORKER * jobs, room)))]
             index += len(chunk)
             for d in chunk:  # a draw met before in this run: a small space is used up
@@ -236,14 +236,18 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
              scripts, say, stop) -> None:
     """Put the failing draw ``index`` into a group: explained by one, or shrunk to one."""
     p, start = problem_from_record(rec), rec
-    while True:  # each pass takes triggers away: it ends
+    while True:  # each pass takes triggers away, so the problem strictly shrinks: it ends
+        if stop is not None and stop.signum is not None:
+            return
         covering = [g for g in result.groups if g.kind == failure_kind(start) and contains(p, g.problem)]
         if not covering:
             break
         names = {k for g in covering for k in g.trigger}
         q = without(p, names)
-        if q is None:
-            covering[0].members.append(index)  # nothing left to tell them apart by: counted there
+        if q is None or q.canonical().descriptor() == p.canonical().descriptor():
+            # nothing left to tell them apart by (a group of the least problem, trigger none, contains every
+            # draw: one that fails everywhere): the draw is counted there
+            covering[0].members.append(index)
             return
         before = result.checks
         got = check([(index, q)], lambda i: {"hunt": {"draw": i, "seed": result.seed, "without": sorted(names)}})

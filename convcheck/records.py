@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BadInput, writable_file
+from .bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
 from .problem import ConvProblem, layout_from_name, parse_descriptor
 
 STATUSES = ("passed", "failed", "crashed", "timeout", "mistrusted", "known-failure", "unsupported", "refused", "invalid",
@@ -20,7 +21,8 @@ STATUSES = ("passed", "failed", "crashed", "timeout", "mistrusted", "known-failu
 
 
 def record_key(rec: dict) -> str:
-    """What identifies a problem across runs and machines (not the versions or results).
+    """What identifies a check across runs and machines (not the versions or results): every
+    field of :meth:`convcheck.spec.CheckSpec.identity`, so every choice that can change a verdict.
     A record of an --all-engines sweep also names its plan (``engine``); without that
     field the key is the problem's within that sweep (what ``--resume`` skips)."""
     key = "|".join(str(rec.get(k)) for k in (
@@ -33,6 +35,11 @@ def record_key(rec: dict) -> str:
         key += f"|pinned={rec['engine_pinned']}"
     if rec.get("algorithm"):  # the fast algorithm a function declared: winograd:4 and winograd:6 are two checks
         key += f"|algorithm={rec['algorithm']}"
+    if rec.get("contract"):  # your function judged as staged or as fp32 sums: two verdicts
+        key += f"|contract={rec['contract']}"
+    level = rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None)
+    if level:  # given data judged at the probable or the rigorous level: two verdicts
+        key += f"|level={level}"
     return key
 
 

@@ -149,6 +149,7 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "", fast_fi
                        "write its script from the data (convcheck lesson DIR --repro FILE, or repro.write_script)")
     if rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
         raise BadInput(f"record {record_label(rec)} holds no checked problem ({rec.get('status')})")
+    refuse_planted(rec)
     problem = problem_from_record(rec)
     info = rec.get("backend_info") or {}
     judged_bound = (rec.get("comparison") or {}).get("bound") or rec.get("bound")
@@ -181,8 +182,12 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
     if not is_user_function(name):
         raise BadInput(f"record {record_label(rec)} checked backend {name!r}: a function script is for your own "
                        "function (FILE.py:NAME)")
-    if rec.get("fill") == "given" or rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
+    if rec.get("fill") == "given":
+        raise BadInput(f"record {record_label(rec)} was checked on given data, which the record does not hold; "
+                       "write its script from the data (repro.write_script(..., inputs=...))")
+    if rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
         raise BadInput(f"record {record_label(rec)} holds no check of convcheck's own inputs ({rec.get('status')})")
+    refuse_planted(rec)
     problem = problem_from_record(rec)
     if rec.get("algorithm") and not fast_file:
         raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {rec['algorithm']}: its "
@@ -217,6 +222,16 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
                           variance=variance, text=text, data_files=None, fast_file=fast_file),
     }
     return _fill_in("function", values)
+
+
+def refuse_planted(rec: dict) -> None:
+    """A script runs the implementation itself: a record of a planted bug is not one it can reproduce."""
+    from .records import record_label
+
+    if rec.get("planted_bug"):
+        raise BadInput(f"record {record_label(rec)} checked a planted bug ({rec['planted_bug']}) in place of the "
+                       "implementation; a standalone script runs the implementation itself, so it would not "
+                       "reproduce it: 'convcheck rerun' does")
 
 
 def judged_by_fast_bound(rec: dict) -> bool:
@@ -304,7 +319,8 @@ def write_reproducer(rec: dict, path, where: str = "") -> Path:
 def _fast_file_beside(rec: dict, path: Path) -> str | None:
     """For a record a fast-algorithm bound judged, its allowance written beside the script at ``path``
     (the file's name); None for any other."""
-    if not judged_by_fast_bound(rec) or rec.get("fill") == "given" or rec.get("status") in ("invalid", "refused"):
+    if (not judged_by_fast_bound(rec) or rec.get("fill") == "given" or rec.get("status") in ("invalid", "refused")
+            or rec.get("planted_bug")):
         return None  # no fast bound, or a record the script refuses (it holds no inputs convcheck can draw)
     name = f"{path.stem}_fast_bound.npz"
     write_fast_allowance(rec, path.with_name(name))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .errors import BadInput
 from .records import problem_from_record
+from .spec import recorded_device  # noqa: F401  (where it lived before; the spec reads it)
 
 
 def rerun(rec: dict, keep_outputs: bool = False):
@@ -22,21 +23,10 @@ def rerun(rec: dict, keep_outputs: bool = False):
                                    heuristics=rec.get("heuristics") or rec.get("backend_info", {}).get("heuristics"),
                                    engine=rec["engine"], keep_outputs=keep_outputs, reference=rec.get("reference"))
         return results[0]
-    from .check import run_check
+    from .check import run_spec
+    from .spec import CheckSpec
 
-    algorithm = rec.get("algorithm")  # a fast algorithm your function declared: judged by its own bound again
-    return run_check(problem, backend=rec["backend"], reference=rec["reference"], device=recorded_device(rec),
-                     seed=rec.get("seed", 0), plant=rec.get("planted_bug"), bound=None if algorithm else rec.get("bound"),
-                     keep_outputs=keep_outputs, fill_device=rec.get("fill_device", "cpu"), engine=rec.get("engine_pinned"),
-                     algorithm=algorithm, contract=rec.get("contract"))
-
-
-def recorded_device(rec: dict) -> str | None:
-    """Where the record's check ran, as ``--device`` says it: the backend's device, or for a
-    host-only backend (numpy, im2col) the reference's."""
-    from . import backends
-
-    return rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
+    return run_spec(CheckSpec.from_record(rec), keep_outputs=keep_outputs)
 
 
 def reproduced(rec: dict, status: str, max_abs_diff) -> bool:

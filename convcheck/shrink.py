@@ -166,18 +166,17 @@ class ShrinkResult:
 
 
 def options_of(rec: dict):
-    """The sweep options that check a candidate as ``rec`` was checked."""
-    from .rerun import recorded_device
+    """The sweep options that check a candidate as ``rec`` was checked: the record's own check
+    (:meth:`convcheck.spec.CheckSpec.from_record`), and for cuDNN the plan that failed, by name
+    (the heuristics could choose another plan for a smaller problem; a plan of an --all-engines
+    record likewise)."""
+    from .spec import CheckSpec
     from .sweep import SweepOptions
 
-    backend = rec.get("backend")
-    if not backend:
-        raise BadInput("the record names no backend; it is not a check's record")
-    # cuDNN: every candidate runs the plan that failed, by name (the heuristics could pick another
-    # for a smaller problem); a plan of an --all-engines record likewise
-    engine = engine_of(rec) if backend == "cudnn" else None
-    return SweepOptions(backend=backend, reference=rec.get("reference"), device=recorded_device(rec), bound=rec.get("bound"),
-                        seed=rec.get("seed", 0), plant=rec.get("planted_bug"), engine=engine)
+    spec = CheckSpec.from_record(rec)
+    if spec.backend == "cudnn":
+        spec = spec.replace(engine=engine_of(rec))
+    return SweepOptions.of(spec)
 
 
 def refuse_unshrinkable(rec: dict) -> None:
@@ -198,7 +197,7 @@ def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool =
 
     refuse_unshrinkable(rec)
     prior = prepare_out(out, resume)
-    known = {r.get("key"): r for r in prior.records}
+    known = {record_key(r): r for r in prior.records}  # recomputed: older files keyed fewer fields
     with open(out, "a", encoding="utf-8") as f:
         return search(rec, known, lambda cand: append_records(f, [cand]), budget=budget, timeout=timeout, log=log,
                       stop=stop)

@@ -257,17 +257,21 @@ class Draw:
     tries: int  # combinations drawn to get it (the others were refused)
 
 
-def draw(space, seed: int, index: int, *, dtype: str = "fp32", direction: str = "fprop", layout: str = "ncx",
-         max_macs: int | None = MAX_MACS) -> Draw:
-    """Draw ``index`` of a hunt with ``seed`` (see the module's text)."""
+def draw(space, seed: int, index: int, *, dtype: str | None = None, direction: str | None = None,
+         layout: str | None = None, max_macs: int | None = MAX_MACS, **fixed) -> Draw:
+    """Draw ``index`` of a hunt with ``seed`` (see the module's text); ``fixed`` (mode, fuse) set the
+    problem's other fields on every draw (a combination they make impossible is the caller's mistake)."""
     rng = np.random.default_rng([seed, index])
     for tries in range(1, MAX_TRIES + 1):
         try:
-            p = space.sample(rng, dtype, direction, layout)
+            p = space.sample(rng, dtype or "fp32", direction or "fprop", layout or "ncx")
         except SamplerBroken:
             raise
         except BadInput:  # a combination the descriptor rules refuse: drawn again
             continue
+        fixed = {k: v for k, v in fixed.items() if v not in (None, ())}
+        if fixed:
+            p = p.with_(**fixed)
         if not p.reads_input:
             continue
         if max_macs and p.accumulation_depth * math.prod(p.y_shape) > max_macs:

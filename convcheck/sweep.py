@@ -28,32 +28,30 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .check import resolve, run_check
+from .check import resolve, run_spec
 from .errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported, text_lines
 from . import expectations
 from .memory import TooLarge
 from .miopen import NotRepresentable, is_miopen_line, parse_miopen_line
 from .records import STATUSES, append_records, keys_of, prepare_out, record_brief, record_key, record_label, severity
 from .problem import ConvProblem, parse_descriptor
+from .spec import CheckSpec
 
-@dataclass
-class SweepOptions:
-    backend: str = "auto"
-    reference: str | None = None
-    device: str | None = None
-    bound: str | None = None
-    seed: int = 0
-    all_engines: bool = False  # every cuDNN plan of every problem, a record per plan
-    heuristics: tuple | None = None  # heuristic modes for --all-engines (None: cudnn_graph.HEURISTICS)
-    notes: tuple = ()  # what resolving the backend said (e.g. why cuDNN is not tested), put in every record
-    max_memory: int | None = None  # bytes a check may use (besides what is available)
-    expect_fail: tuple = ()  # known bugs (convcheck.expectations): their failures are reported apart
-    plant: str | None = None  # a bug planted in the implementation under test (every check must fail)
-    level: str | None = None  # given data (model --data activations): "probable" (default) or "rigorous"
-    contract: str | None = None  # your function / given data in fp16/bf16: "staged" (default) or "fp32" (convcheck.rounding)
-    timeout: float | None = None  # seconds a check may run (0: no limit; None: scaled to the problem, time_limit)
-    engine: str | None = None  # one cuDNN plan by name (shrink, hunt --engine): records say engine_pinned
-    algorithm: str | None = None  # how your function computes (convcheck.fast_bound): None or "direct", "winograd:M"
+@dataclass(frozen=True)
+class SweepOptions(CheckSpec):
+    """A campaign's check, described once: a :class:`~convcheck.spec.CheckSpec` without its problem
+    (each item's is filled in), and what the campaign adds to every record: the notes of resolving
+    the backend (e.g. why cuDNN is not tested) and the known bugs (:mod:`convcheck.expectations`)."""
+
+    notes: tuple = ()
+    expect_fail: tuple = ()
+
+    @classmethod
+    def of(cls, spec: CheckSpec, **campaign) -> "SweepOptions":
+        """``spec`` as a campaign's template (its problem left out), with ``campaign``'s notes or known bugs."""
+        from dataclasses import fields as fields_of
+
+        return cls(**{f.name: getattr(spec, f.name) for f in fields_of(CheckSpec) if f.name != "problem"}, **campaign)
 
 
 @dataclass
@@ -66,34 +64,9 @@ class Item:
     unsupported: str = ""  # why convcheck cannot represent this item (a padding mode...), recorded as such
 
 
-def _resolved_bound(name: str | None, problem, data: str = "random") -> str | None:
-    """The bound a record of ``problem`` names (``auto`` resolved, as the check records it)."""
-    from .bound import resolve
-
-    if problem is None:
-        return name
-    try:
-        return resolve(name, problem, data)
-    except ConvCheckError:
-        return name
-
-
 def _identity(item: "Item", options: SweepOptions) -> dict:
     """The fields of a record that ``record_key`` reads, for an item checked with (resolved) ``options``."""
-    from .fast_bound import asked
-
-    p = item.problem
-    fast = asked(options.algorithm, options.plant)  # a declared fast algorithm names its own bound
-    bound = fast.bound if fast else _resolved_bound(options.bound, p, "random" if item.inputs is None else "given")
-    return {
-        "problem": p.descriptor() if p else item.text, "mode": p.mode if p else None,
-        "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
-        "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
-        "bound": bound, "seed": options.seed, "backend": options.backend, "reference": options.reference,
-        "planted_bug": options.plant, **({"engines": "all"} if options.all_engines else {}),
-        **({"engine_pinned": options.engine} if options.engine else {}),
-        **({"algorithm": fast.text} if fast else {}),
-    }
+    return options.with_problem(item.problem).identity("random" if item.inputs is None else "given", item.text)
 
 
 def collect(batch_files=(), match: str | None = None, mb: int | None = None, descriptors=(), random_count: int = 0,
@@ -324,10 +297,7 @@ def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | 
 
 
 def _check_record(item: Item, options: SweepOptions) -> dict:
-    result = run_check(item.problem, backend=options.backend, reference=options.reference,
-                       device=options.device, seed=options.seed, bound=options.bound, heuristics=options.heuristics,
-                       max_memory=options.max_memory, inputs=item.inputs, plant=options.plant, level=options.level,
-                       contract=options.contract, engine=options.engine, algorithm=options.algorithm)
+    result = run_spec(options.with_problem(item.problem), inputs=item.inputs)
     rec = result.record()
     if options.engine:
         rec["engine_pinned"] = options.engine

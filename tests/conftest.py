@@ -89,3 +89,9 @@ def run_on_alt_frontend(code: str) -> dict:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+#: A test that builds a cuDNN graph through the real cudnn-frontend (no GPU needed): skipped, with
+#: the reason, where the frontend is not installed; the CPU tests of the same file still run.
+needs_frontend = pytest.mark.skipif(__import__("importlib.util").util.find_spec("cudnn") is None,
+                                    reason="nvidia-cudnn-frontend is not installed")

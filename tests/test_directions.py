@@ -16,6 +16,7 @@ from convcheck.fill import make_inputs
 from convcheck.plant import applies, effect
 from convcheck.problem import ACTIVATIONS, ConvProblem, parse_descriptor
 from convcheck.random_problems import random_problem
+from tests.conftest import needs_frontend
 
 from .conftest import run_on_alt_frontend
 
@@ -118,9 +119,7 @@ def test_fusion_and_direction_validation():
     assert parse_descriptor("g2mb3ic4ih6oc8oh4kh3", direction="dgrad").accumulation_depth == 4 * 9
 
 
-cudnn = pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed")
-
-
+@needs_frontend
 @pytest.mark.parametrize("direction,node", [("dgrad", "CONV_DGRAD"), ("wgrad", "CONV_WGRAD")])
 def test_backward_graphs_through_the_real_frontend(direction, node):
     from convcheck.backends import cudnn_graph, frontend_compat as fc
@@ -137,6 +136,7 @@ def test_backward_graphs_through_the_real_frontend(direction, node):
     assert s["tensors"][out]["dim"] == ([p.mb, p.ic, *p.cropped_input] if direction == "dgrad" else want)
 
 
+@needs_frontend
 @pytest.mark.parametrize("act,mode", [("relu", "relu"), ("gelu", "gelu"), ("gelu_tanh", "gelu_approx_tanh"),
                                       ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("leaky_relu", "relu")])
 def test_fused_graph_through_the_real_frontend(act, mode):
@@ -149,6 +149,7 @@ def test_fused_graph_through_the_real_frontend(act, mode):
     assert raw["tensors"]["B"]["dim"] == [1, 8, 1, 1]
 
 
+@needs_frontend
 def test_backward_and_fused_graphs_on_the_second_frontend_release():
     code = (
         "import json\n"

@@ -24,9 +24,8 @@ from convcheck.magnitudes import compute as magnitudes
 from convcheck.repro import SCRIPT_TERMS
 from convcheck.repro import script
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, needs_frontend, run_cli
 
-cudnn = pytest.importorskip("cudnn", reason="the cuDNN frontend builds the scripts' graphs")
 
 KINDS = [
     ("mb2ic16ih14oc8oh14kh3ph1", {}),
@@ -61,6 +60,7 @@ def _kind_id(kind):
     return desc + "".join(f"-{k}={v}" for k, v in kw.items())
 
 
+@needs_frontend
 @pytest.mark.parametrize("kind", KINDS, ids=_kind_id)
 def test_every_kind_of_problem_gives_a_script_that_builds_convcheck_s_own_graph(kind, tmp_path):
     desc, kw = kind
@@ -73,6 +73,7 @@ def test_every_kind_of_problem_gives_a_script_that_builds_convcheck_s_own_graph(
     assert out_role == cudnn_graph.roles(p)[1]
 
 
+@needs_frontend
 def test_on_the_cpu_the_script_prints_the_graph_and_exits_3(tmp_path):
     path = tmp_path / "r.py"
     path.write_text(script(parse_descriptor("mb2ic8ih12oc8oh5kh3sh2ph0", direction="dgrad", dtype="bf16")))
@@ -160,6 +161,7 @@ def test_the_script_s_reference_and_bound_are_convcheck_s(kind, tmp_path):
     assert not exact.allowed_error(ref, None, None, None, None).any()
 
 
+@needs_frontend
 def test_repro_writes_the_script_of_a_recorded_check(tmp_path):
     out = tmp_path / "s.jsonl"
     assert run_cli("sweep", "mb2ic16ih14oc8oh14kh3ph1", "g2mb2ic8ih13oc8oh7kh3sh2ph1", "--dtype", "fp16",
@@ -178,6 +180,7 @@ def test_repro_writes_the_script_of_a_recorded_check(tmp_path):
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1, (args, bad.stderr)
 
 
+@needs_frontend
 def test_check_repro_and_graph_python_write_the_same_kind_of_script(tmp_path):
     done = run_cli("check", "mb2ic16ih14oc8oh14kh3ph1", "--direction", "wgrad", "--repro", str(tmp_path / "c.py"))
     assert done.returncode == 0 and (tmp_path / "c.py").exists(), done.stderr
@@ -218,6 +221,7 @@ def test_the_example_script_is_what_convcheck_generates_today():
         "regenerate it: convcheck graph mb2ic16ih14oc8oh14kh3ph1 --python > examples/10_repro_lesson.py")
 
 
+@needs_frontend
 def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tmp_path):
     """A record of `sweep --all-engines` names its plan; a TF32 plan of an fp32 graph was judged by
     the TF32 bound: the script selects that plan without the fp32 note filter, and uses that bound."""
@@ -235,6 +239,7 @@ def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tm
     assert plain.EVERY_PLAN is False and plain.ENGINE is None
 
 
+@needs_frontend
 @pytest.mark.parametrize("notes,direction,fill", [(["WINOGRAD_TILE_4x4"], "fprop", "exact"), (["FFT"], "dgrad", "random"),
                                                  (["WINOGRAD"], "wgrad", "exact")])
 def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_path, notes, direction, fill):

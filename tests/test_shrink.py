@@ -76,6 +76,8 @@ def test_shrink_refuses_a_passed_record_and_says_when_a_failure_does_not_reprodu
     sweep.write_text(json.dumps(rec) + "\n")
     gone = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k2.jsonl"))
     assert gone.returncode == 0 and "the recorded failure does not reproduce" in gone.stdout
+    [again] = lines(tmp_path / "k2.jsonl")  # the repeat was a check that passed, not one that could not run
+    assert again["status"] == "passed" and again["key"] == rec["key"], again
 
 
 def test_your_padding_code_runs_where_the_back_padding_is_never_read():
