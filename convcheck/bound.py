@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import backends, dtypes
 
@@ -87,6 +88,42 @@ def gamma(n: int, u: float) -> float:
     """Higham's gamma_n = n*u/(1-n*u): the worst-case relative error of an n-term inner product."""
     nu = n * u
     return nu / (1.0 - nu) if nu < 1.0 else float("inf")
+
+
+class LessonTerms(NamedTuple):
+    """The lesson bound's number: |ours - ref| <= rtol*max|ref| + rtol*|ref|."""
+
+    rtol: float
+
+
+class ElementwiseTerms(NamedTuple):
+    """The elementwise bound's numbers, apart from its formula (:meth:`ElementwiseBound.apply`), by name:
+    what the comparison's tensor code and a standalone script read (never by position)."""
+
+    c_a: float  # allowance per unit of A = conv(|x|, |w|): the worst case over any summation order
+    c_s: float  # per unit of sqrt(S2) = sqrt(conv(x^2, w^2)): the variance-aware form (0: it does not apply)
+    c_y: float  # per unit of |output|: the stored outputs' rounding
+    eta: float  # absolute: subnormal products and outputs
+    slope: float  # the fused activation's largest slope
+    act: float  # the activation's own evaluation error, per unit of |output|
+    bias_rounding: float  # one fp32 rounding of the biased sum, per unit of |z|
+    stored_c: float  # an unfused epilogue's stored convolution, per unit of |c|
+    walk: float  # sqrt(2)*lambda_walk: the random fill's bound on |c| and |z| per unit of sqrt(S2)
+    stored_z: float  # an unfused epilogue's stored biased sum before an activation, per unit of |z|
+    stage_lam: float  # a staged sum's stages, per unit of sqrt(their rounding energy)
+    stage_worst: float  # ... at most this per unit of A
+    stage_s2: float  # without the energy: per unit of sqrt(S2) (analytic, Side.staged)
+    stage_a: float  # ... or per unit of A
+
+
+class Structure(NamedTuple):
+    """The elementwise formula's shape (its numbers are :class:`ElementwiseTerms`)."""
+
+    epilogue: bool  # a fused epilogue (bias and/or activation)
+    variance: bool  # the variance-aware form applies (convcheck's own fill)
+    bias: bool  # a fused bias
+    activation: str  # "identity", "relu" (what the epilogue's bound can invert) or "other"
+    staged: bool  # a staged sum judged by its stages' own sums
 
 
 @dataclass(frozen=True)
@@ -120,12 +157,12 @@ class LessonBound:
 
     structure = None
 
-    def terms(self) -> tuple[float, ...]:
-        return (self.rtol,)
+    def terms(self) -> LessonTerms:
+        return LessonTerms(self.rtol)
 
     @staticmethod
     def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
-        return terms[0] * ref_abs_max + terms[0] * ref_abs
+        return terms.rtol * ref_abs_max + terms.rtol * ref_abs
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
         return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
@@ -301,15 +338,13 @@ class ElementwiseBound:
         return next((op for op in self.fused if op != "bias"), None)
 
     @property
-    def structure(self) -> tuple:
-        """The formula's shape (the numbers are ``terms``): (fused epilogue, variance-aware, fused
-        bias, activation: "identity", "relu" or "other", what :meth:`epilogue` can invert, staged
-        sum judged by its stages' own sums)."""
+    def structure(self) -> Structure:
+        """The formula's shape (the numbers are ``terms``)."""
         act = self.activation
-        return (bool(self.fused), self.uses_variance, "bias" in self.fused,
-                "identity" if act is None else "relu" if act == "relu" else "other", self.staged)
+        return Structure(bool(self.fused), self.uses_variance, "bias" in self.fused,
+                         "identity" if act is None else "relu" if act == "relu" else "other", self.staged)
 
-    def terms(self) -> tuple[float, ...]:
+    def terms(self) -> ElementwiseTerms:
         """The bound's numbers, apart from its formula (``apply``): the comparison's elementwise
         code takes the two separately (:func:`convcheck.compare._elementwise`)."""
         c_a, c_s, c_y, eta = self._totals()
@@ -328,30 +363,32 @@ class ElementwiseBound:
         # analytic forms of Side.staged.
         staged = [s for s in self.sides if s.is_staged] if self.staged else []
         analytic = [s.staged(self.lam, self.lam_walk, False) for s in staged]
-        return (c_a, c_s, c_y, eta, lipschitz, act_ulps * u_acc, u_acc if has_bias else 0.0, stored_c,
-                math.sqrt(2.0) * self.lam_walk, stored_z, self.lam * len(staged),
-                sum(s.staged(self.lam, self.lam_walk, True)[0] for s in staged), sum(c for _, c in analytic),
-                sum(c for c, _ in analytic))
+        return ElementwiseTerms(
+            c_a=c_a, c_s=c_s, c_y=c_y, eta=eta, slope=lipschitz, act=act_ulps * u_acc,
+            bias_rounding=u_acc if has_bias else 0.0, stored_c=stored_c, walk=math.sqrt(2.0) * self.lam_walk,
+            stored_z=stored_z, stage_lam=self.lam * len(staged),
+            stage_worst=sum(s.staged(self.lam, self.lam_walk, True)[0] for s in staged),
+            stage_s2=sum(c for _, c in analytic), stage_a=sum(c for c, _ in analytic))
 
     @staticmethod
     def accumulation(terms, structure, a, s2, stage=None):
         """The allowance for the sum itself: ``c_a*A``, or the smaller variance-aware
-        ``c_s*sqrt(S2)`` where it applies (``structure[1]``); a staged sum (``structure[4]``) adds
+        ``c_s*sqrt(S2)`` where it applies (``structure.variance``); a staged sum (``structure.staged``) adds
         its stages' roundings: ``lam*sqrt(stage)`` from the stages' own sums (``stage``: the energy of
         their roundings, :func:`convcheck.rounding.stage_roundings`), at most ``(S-1)*u*A``, or without them the
         analytic bound of :meth:`Side.staged`."""
         import torch
 
-        acc = terms[0] * a
-        if structure[1]:
-            acc = torch.minimum(acc, terms[1] * torch.sqrt(s2))
-        if len(structure) > 4 and structure[4]:
+        acc = terms.c_a * a
+        if structure.variance:
+            acc = torch.minimum(acc, terms.c_s * torch.sqrt(s2))
+        if structure.staged:
             if stage is not None:
-                acc = acc + torch.minimum(terms[10] * torch.sqrt(stage), terms[11] * a)
+                acc = acc + torch.minimum(terms.stage_lam * torch.sqrt(stage), terms.stage_worst * a)
             elif s2 is not None:
-                acc = acc + torch.minimum(terms[13] * a, terms[12] * torch.sqrt(s2))
+                acc = acc + torch.minimum(terms.stage_a * a, terms.stage_s2 * torch.sqrt(s2))
             else:
-                acc = acc + terms[13] * a
+                acc = acc + terms.stage_a * a
         return acc
 
     @staticmethod
@@ -367,8 +404,8 @@ class ElementwiseBound:
         ``|z| = |ref|`` and ``|c| <= |ref| + |b|`` (``bias``: |b| at every output)."""
         import torch
 
-        generic = torch.minimum(a, terms[8] * torch.sqrt(s2)) if structure[1] else a
-        act, has_bias = structure[3], structure[2]
+        generic = torch.minimum(a, terms.walk * torch.sqrt(s2)) if structure.variance else a
+        act, has_bias = structure.activation, structure.bias
         if act not in ("identity", "relu"):
             return generic, generic
         known = torch.ones_like(ref_abs, dtype=torch.bool) if act == "identity" else ref_abs > 0
@@ -387,21 +424,20 @@ class ElementwiseBound:
         activation), each relative to its own size ``inter`` = (|c|, |z|) (:meth:`epilogue`);
         the activation scales the error by at most its largest slope and adds its own few ulps
         (``act``); then the stored output's rounding and ``eta``."""
-        c_y, eta, lipschitz, act, bias_rounding, stored, stored_z = (
-            terms[2], terms[3], terms[4], terms[5], terms[6], terms[7], terms[9])
-        if structure[0]:
+        t = terms
+        if structure.epilogue:
             c_size, z_size = inter
-            acc = lipschitz * (acc + stored * c_size + (bias_rounding + stored_z) * z_size) + act * ref_abs
-        return acc + c_y * (ref_abs + acc) + eta
+            acc = t.slope * (acc + t.stored_c * c_size + (t.bias_rounding + t.stored_z) * z_size) + t.act * ref_abs
+        return acc + t.c_y * (ref_abs + acc) + t.eta
 
     @classmethod
     def apply(cls, terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         """``a`` is A = conv(|x|,|w|) (+|bias| when a bias is fused); ``s2`` is S2 = conv(x^2, w^2)
-        (+bias^2), used where the variance-aware form applies (``structure[1]``); ``bias`` is
+        (+bias^2), used where the variance-aware form applies (``structure.variance``); ``bias`` is
         |bias| at every output (None: the epilogue is judged without it); ``stage``: a staged sum's
         stage energy (:class:`convcheck.magnitudes.Magnitudes`)."""
         acc = cls.accumulation(terms, structure, a, s2, stage)
-        inter = cls.epilogue(terms, structure, ref_abs, a, s2, bias) if structure[0] else None
+        inter = cls.epilogue(terms, structure, ref_abs, a, s2, bias) if structure.epilogue else None
         return cls.finish(terms, structure, acc, ref_abs, inter)
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None, bias=None):

@@ -300,8 +300,8 @@ def _bound_args(bound, magnitudes, device) -> tuple:
         a = to_torch(a).to(device=device, dtype=torch.float64)
         if s2 is not None:
             s2 = to_torch(s2).to(device=device, dtype=torch.float64)
-        elif isinstance(structure, tuple) and structure[1]:
-            structure = (structure[0], False) + tuple(structure[2:])
+        elif getattr(structure, "variance", False):
+            structure = structure._replace(variance=False)
         if bias is not None:
             bias = to_torch(bias).to(device=device, dtype=torch.float64)
         if stage is not None:

@@ -24,6 +24,7 @@ is the same in every tile, so it is computed exactly and added whole
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -45,6 +46,16 @@ ALGORITHM_HELP = ("how your function computes: direct (the default: a direct sum
                   "published transforms for M), winograd:M:lavin or :onednn (one published point set), "
                   "winograd:M:0,1,-1,2,-2 (your points; infinity is the last), fft (an FFT convolution "
                   "in fp32/complex64)")
+
+
+class FastTerms(NamedTuple):
+    """A fast algorithm's bound's numbers, by name (:meth:`_FastBound.apply`)."""
+
+    lam: float  # lambda of the rounding energy's square root
+    proxy: float  # the energy per unit of s2 (the transforms' rounding proxy)
+    u_out: float  # the stored output's rounding, per unit of |output|
+    eta: float  # absolute: subnormal outputs
+    at_output: float  # the last rounding at the output itself, per unit of |output|^2 under the root
 
 
 @dataclass(frozen=True)
@@ -239,16 +250,17 @@ class _FastBound:
         """The stored output's rounding where it is narrower than the fp32 the algorithm computes in."""
         return dtypes.get(self.problem.dtype).u if self.storage != "float32" else 0.0
 
-    def terms(self) -> tuple[float, ...]:
-        return (self.lam, self.proxy, self.u_out, _ETA[self.storage], self.output_rounding * dtypes.FP32.u ** 2)
+    def terms(self) -> "FastTerms":
+        return FastTerms(lam=self.lam, proxy=self.proxy, u_out=self.u_out, eta=_ETA[self.storage],
+                         at_output=self.output_rounding * dtypes.FP32.u ** 2)
 
     @staticmethod
     def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         import torch
 
-        lam, proxy, u_out, eta, at_output = terms
-        acc = a + lam * torch.sqrt(proxy * s2 + at_output * ref_abs * ref_abs)
-        return acc + u_out * (ref_abs + acc) + eta
+        t = terms
+        acc = a + t.lam * torch.sqrt(t.proxy * s2 + t.at_output * ref_abs * ref_abs)
+        return acc + t.u_out * (ref_abs + acc) + t.eta
 
     def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
         return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
@@ -404,11 +416,11 @@ class GivenFastBound(_FastBound):
     def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         import torch
 
-        lam, proxy, u_out, eta, at_output = terms
-        acc = a + lam * torch.sqrt(proxy * s2 + at_output * ref_abs * ref_abs)
+        t = terms
+        acc = a + t.lam * torch.sqrt(t.proxy * s2 + t.at_output * ref_abs * ref_abs)
         if stage is not None:  # the probable level: the own implementations' error, with its margin
             acc = torch.maximum(acc, a + OWN_MARGIN * stage)
-        return acc + u_out * (ref_abs + acc) + eta
+        return acc + t.u_out * (ref_abs + acc) + t.eta
 
     def _own(self, ops, device):
         import torch

@@ -35,8 +35,9 @@ from .problem import ConvProblem
 
 #: The implementations the script's bound is for: cuDNN under test, torch's float64 reference.
 SIDES = ("cudnn", "torch64")
-#: How many of the elementwise bound's numbers the script's formula reads (ElementwiseBound.terms).
-SCRIPT_TERMS = 10
+#: The elementwise bound's numbers the script's formula reads, by name (convcheck.bound.ElementwiseTerms):
+#: a staged sum's are not among them (such a check is refused a script).
+SCRIPT_TERMS = ("c_a", "c_s", "c_y", "eta", "slope", "act", "bias_rounding", "stored_c", "walk", "stored_z")
 
 
 TEMPLATES = {"cudnn": "repro_template.py.txt", "function": "function_repro_template.py.txt"}
@@ -60,7 +61,7 @@ def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: boo
                    devices: tuple = ("cpu", "cpu"), contract: str | None = None) -> tuple[tuple, bool, str]:
     """(BOUND_TERMS, BOUND_VARIANCE, BOUND_TEXT) for the script."""
     if bound_name == "exact":
-        return (), False, "exact: only identical outputs pass (every partial sum of the exact fill is representable)"
+        return {}, False, "exact: only identical outputs pass (every partial sum of the exact fill is representable)"
     bnd = make_bound(bound_name, judged, sides, reduced_accumulation=reduced, data=data, devices=devices,
                      contract=contract)
     if isinstance(bnd, LessonBound):
@@ -72,7 +73,13 @@ def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: boo
         raise BadInput(f"{judged.descriptor()} ({judged.dtype} {judged.direction}) is judged by the staged "
                        "half-precision bound, which a standalone script does not carry yet; 'convcheck rerun' "
                        "of the record reproduces it")
-    return bnd.terms()[:SCRIPT_TERMS], bnd.uses_variance, bnd.derivation()
+    terms = bnd.terms()
+    return {k: getattr(terms, k) for k in SCRIPT_TERMS}, bnd.uses_variance, bnd.derivation()
+
+
+def _by_name(terms) -> dict:
+    """A bound's numbers by name (its terms NamedTuple, or the dict :func:`_bound_numbers` made)."""
+    return terms._asdict() if hasattr(terms, "_asdict") else dict(terms)
 
 
 def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: float, fill_device: str,
@@ -89,7 +96,7 @@ def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: floa
         "LIVE_DEPTH": live_depth(problem), "FINE_BLOCKS": fine_blocks(problem),
         "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
         "LEAKY_SLOPE": LEAKY_SLOPE, "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
-        "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": tuple(float(t) for t in terms),
+        "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": {k: float(v) for k, v in _by_name(terms).items()},
         "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text, "FAST_BOUND_FILE": fast_file,
     }
 

@@ -46,7 +46,7 @@ LEAKY_SLOPE = 0.01
 SEED, FILL, DENSITY, FILL_DEVICE = 0, 'exact', 1.0, 'cuda'
 DATA_FILES = {}  # given data: .npy files beside this script (role -> file name)
 BOUND = 'exact'  # given data: the rigorous level only (convcheck's probable level examines outputs one by one)
-BOUND_TERMS = ()
+BOUND_TERMS = {}
 BOUND_VARIANCE = False
 BOUND_TEXT = 'exact: only identical outputs pass (every partial sum of the exact fill is representable)'
 FAST_BOUND_FILE = None  # a fast algorithm (Winograd, FFT): its allowance's per-output parts, beside this script
@@ -310,7 +310,7 @@ def allowed_error(ref, x, w, dy, bias):
     if BOUND == "exact":  # every correct summation order gives the same bits
         return torch.zeros_like(ref)
     if BOUND == "lesson":  # the lesson's rule: rtol = max(1e-5, 4 * 2^-23 * sqrt(depth)), atol = rtol * max|ref|
-        rtol = BOUND_TERMS[0]
+        rtol = BOUND_TERMS["rtol"]
         return rtol * ref.abs().max() + rtol * ref.abs()
     if FAST_BOUND_FILE:  # a fast algorithm's allowance (step 7, for a fast algorithm)
         return fast_allowance(ref, x, w, dy)
@@ -322,7 +322,8 @@ def allowed_error(ref, x, w, dy, bias):
         inflation = 1.0 / (1.0 - nu / (1.0 - nu)) * ((1 + 2.0 ** -53) ** 2 if power == 2 else 1.0)
         return direction_sum(f(x), f(w), f(dy)) * inflation
 
-    c_a, c_s, c_y, eta, slope, act_ulps, bias_rounding, stored_c, walk, stored_z = BOUND_TERMS
+    c_a, c_s, c_y, eta, slope, act_ulps, bias_rounding, stored_c, walk, stored_z = (BOUND_TERMS[name] for name in (
+        "c_a", "c_s", "c_y", "eta", "slope", "act", "bias_rounding", "stored_c", "walk", "stored_z"))
     a = magnitude(1)  # A = conv(|x|, |w|): bounds every partial sum (Higham, worst case)
     s2 = magnitude(2) if BOUND_VARIANCE else None  # S2 = conv(x^2, w^2)
     b = None if bias is None else bias.abs().reshape([1, K] + [1] * ND).expand(a.shape)
