@@ -37,7 +37,8 @@ def main() -> int:
     from _timing import median_time
 
     from convcheck.backends import torch64, torch_conv
-    from convcheck.bound import ExactBound, make_bound
+    from convcheck.bound import ExactBound
+    from convcheck.judging import make_bound
     from convcheck.compare import compare
     from convcheck.fill import make_inputs
     from convcheck.magnitudes import compute as magnitudes

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .bound import make_bound
+from .judging import make_bound
 from .compare import compare, error_ratio_map, to_torch
 from .fast_bound import parse_algorithm
 from .fill import ConvInputs

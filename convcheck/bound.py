@@ -61,7 +61,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from . import backends, dtypes
+from . import dtypes
 
 FP32_EPS = 2.0 ** -23  # float32 machine epsilon (spacing at 1.0), as the lesson writes it
 DEFAULT_P_FALSE = 1e-6
@@ -244,7 +244,7 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
     tests/test_kernel_paths.py emulates both bit for bit). None: rounded once. What torch always
     stores in the tensor type is each op of an unfused epilogue: ``conv(x, w) + b`` rounds the
     convolution before the bias is added (``u_inter``)."""
-    if implementation == "reference" or backends.float64(implementation):
+    if (computes.float64 if computes is not None else implementation == "reference"):
         return Side(f"{implementation} float64", u_acc=dtypes.FP64_U, u_out=0.0, eta_out=_ETA["float64"])
     storage = dtypes.get(dtype).storage
     narrow_out = storage != "float32"
@@ -253,7 +253,7 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
     # torch runs conv, bias and activation as separate ops, storing each result in the tensor
     # type; a user's function (a backend, or the answer given to an assert) is modelled as torch
     # is: its internals are unknown, and ``conv(x, w) + b`` in the tensor type is how most add a bias.
-    torch_like = implementation in ("torch", "yours") or backends.is_user_function(implementation)
+    torch_like = computes.stores_epilogue if computes is not None else implementation in ("torch", "yours")
     return Side(
         label,
         # fp32 accumulation is what cuDNN and torch do for all four types, unless the engine says otherwise
@@ -559,14 +559,13 @@ def check_level(level: str | None) -> str:
     return level
 
 
-def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE,
-               reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL,
-               devices: tuple[str, ...] = ("cpu", "cpu"), contract: str | None = None):
-    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference)
-    running on ``devices``. ``reduced_accumulation`` applies to the implementation under test (an
-    engine's note); ``data`` is "given" for inputs convcheck did not draw (judged by the any-data
-    bound); ``contract`` judges what convcheck cannot ask how it computes (your function, a given
-    answer: :mod:`convcheck.rounding`). Each side's model comes from the implementation itself."""
+def bound_between(name: str, problem, sides: tuple, p_false: float = DEFAULT_P_FALSE,
+                  reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL):
+    """The bound ``name`` for ``problem`` checked between two sides, each ``(label, Computes)``: the
+    implementation under test and the reference, known only by what each says it computes
+    (:class:`convcheck.rounding.Computes`; :func:`convcheck.judging.make_bound` asks them).
+    ``reduced_accumulation`` applies to the implementation under test (an engine's note); ``data``
+    is "given" for inputs convcheck did not draw (judged by the any-data bound)."""
     name = resolve(name, problem, data)
     n = problem.accumulation_depth
     storage = dtypes.get(problem.dtype).storage
@@ -574,9 +573,8 @@ def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: fl
         return LessonBound(n, problem.dtype)
     if name == "elementwise":
         outputs = int(math.prod(problem.result_shape))
-        sides = tuple(side_for(impl, problem.dtype, reduced_accumulation and k == 0,
-                               backends.computes(impl, problem, dev, contract), problem)
-                      for k, (impl, dev) in enumerate(zip(implementations, devices)))
-        return ElementwiseBound(n, outputs, sides, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
+        built = tuple(side_for(label, problem.dtype, reduced_accumulation and k == 0, computes, problem)
+                      for k, (label, computes) in enumerate(sides))
+        return ElementwiseBound(n, outputs, built, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
                                 OVERFLOW_AT[storage], check_level(level))
     return ExactBound()

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from . import backends, plant as plants, probable, stages
-from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, make_bound, resolve as resolve_bound
+from .bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, resolve as resolve_bound
+from .judging import make_bound
 from .compare import Comparison, compare, to_torch
 from .errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported
 from .fill import ConvInputs, make_inputs
@@ -539,7 +540,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     plan = resolve(backend, reference, device)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     contract, level = spec.effective_contract(plan.backend), spec.effective_level(data)
-    from .fast_bound import declared as declared_algorithm
+    from .judging import declared as declared_algorithm
 
     declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
     # before any allocation; a declared Winograd algorithm's bound holds its own working set too
@@ -552,16 +553,12 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
         options = {"engine": engine, "repeat": repeat}
         if heuristics:
             options["heuristics"] = tuple(heuristics)
-    bound_name = declared.bound if declared else resolve_bound(bound, problem, data)
     backends.require(plan.backend, plan.backend_device)
     backends.require(plan.reference, plan.reference_device)
-    if declared:
-        from .fast_bound import bound_for
+    from .judging import bound_for
 
-        bnd = bound_for(declared, problem, data, level=level, operand_slice=operand_slice)
-    else:
-        bnd = make_bound(bound_name, problem, (plan.backend, plan.reference), data=data, level=level,
-                         devices=(plan.backend_device, plan.reference_device), contract=contract)
+    bnd, bound_name = bound_for(spec, plan.backend, plan.reference, (plan.backend_device, plan.reference_device), data,
+                                operand_slice)
     where = compare_device(plan)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,

@@ -463,7 +463,7 @@ def _run_items(args, items) -> int:
     if args.retry_crashed and not args.resume:
         raise BadInput("checks again what a resumed sweep recorded as crashed or timeout; it needs --resume",
                        option="retry_crashed")
-    from .fast_bound import declared
+    from .judging import declared
 
     spec = spec_from_args(args, data="given" if getattr(args, "data", "random") == "activations" else "random")
     declared(spec.algorithm, spec.backend, spec.plant, spec.bound, spec.reference)  # once, before any check: not a record each
@@ -564,7 +564,8 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
 
 
 def cmd_shrink(args) -> int:
-    from .shrink import format_result, shrink, write_reproducer
+    from .repro import write_reproducer
+    from .shrink import format_result, shrink
     from .sweep import _Stop
 
     records, rec = _picked_record(args)
@@ -581,7 +582,10 @@ def cmd_shrink(args) -> int:
     print(format_result(result, out))
     print(f"  candidates' records in {out}", file=sys.stderr)
     if args.repro and result.reproduced:
-        print(write_reproducer(result, args.repro), file=sys.stderr)
+        try:
+            print(f"reproducer written to {write_reproducer(result.last, args.repro)}", file=sys.stderr)
+        except ConvCheckError as e:
+            print(f"no reproducer: {e}", file=sys.stderr)
     if stop.signum is not None:
         return 128 + stop.signum
     return EXIT_MISMATCH if result.reproduced else 0
@@ -589,6 +593,7 @@ def cmd_shrink(args) -> int:
 
 def cmd_hunt(args) -> int:
     from .hunt import format_groups, hunt
+    from .repro import write_reproducer
     from .space import around, draw, parse_space, parse_values, sampler
     from .sweep import SweepOptions, _Stop, resolved
 
@@ -615,7 +620,7 @@ def cmd_hunt(args) -> int:
     spec = spec_from_args(args)
     if spec.engine:
         spec = spec.replace(backend="cudnn")
-    from .fast_bound import declared
+    from .judging import declared
 
     declared(spec.algorithm, spec.backend, spec.plant, spec.bound, spec.reference)  # said once, not a record each
     options = resolved(SweepOptions.of(spec))
@@ -627,7 +632,7 @@ def cmd_hunt(args) -> int:
     try:
         result = hunt(space, options, out, budget=args.budget, seconds=args.seconds or None, seed=args.seed,
                       resume=args.resume, shrink_budget=args.shrink_budget, jobs=args.jobs, max_macs=args.max_macs,
-                      scripts=scripts, log=log, stop=stop, **overrides)
+                      scripts=scripts, write_script=write_reproducer, log=log, stop=stop, **overrides)
     finally:
         restore()
     print(format_groups(result, out))

@@ -21,7 +21,8 @@ import statistics
 import time
 
 from . import backends, stages
-from .bound import make_bound, resolve as resolve_bound
+from .bound import resolve as resolve_bound
+from .judging import make_bound
 from .check import (CheckResult, Plan, bound_for_plan, plan_bound, compare_device, device_scope, draw_inputs, judge,
                     magnitudes_for, run_reference, shared_implementation)
 from .errors import Unsupported

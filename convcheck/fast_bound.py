@@ -139,42 +139,6 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
     return Algorithm("winograd", m, points=points)
 
 
-def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
-    """The fast algorithm a check asks to be judged by: a fast-algorithm plant's own, else
-    ``algorithm`` (what a record of it names, checked or not; :func:`declared` says whether it may be)."""
-    from .winograd_plants import BUGS as FAST_PLANTS, algorithm as planted_algorithm
-
-    return parse_algorithm(planted_algorithm(plant) if plant in FAST_PLANTS else algorithm)
-
-
-def declared(algorithm: str | None, backend: str, plant: str | None = None, bound: str | None = None,
-             reference: str | None = None):
-    """The fast algorithm the implementation under test computes by (None: a direct sum), where one may
-    be declared: by your function (``backend`` FILE.py:NAME; torch and cuDNN say how they compute
-    themselves), with the default bound, against a float64 ``reference`` (None: the default one); a
-    fast-algorithm plant declares its own. A declaration that cannot be taken is the caller's mistake
-    (BadInput), said once: a sweep asks before its first check."""
-    from .backends import float64, is_user_function
-    from .errors import BadInput
-    from .winograd_plants import BUGS as FAST_PLANTS
-
-    chosen = asked(algorithm, plant)
-    if chosen is None:
-        return None
-    if reference not in (None, "auto") and not float64(reference):
-        raise BadInput(f"{chosen.text} is judged against a float64 reference (numpy or torch64), not {reference}",
-                       option="reference")
-    if plant in FAST_PLANTS:  # the planted implementation is a fast one, and says so
-        return chosen
-    if not is_user_function(backend):
-        raise BadInput(f"declares how your function computes; the {backend} backend is judged "
-                       "by what it says of itself", option="algorithm")
-    if bound not in (None, "auto"):
-        raise BadInput(f"{chosen.text} is judged by its own bound; leave --bound at auto "
-                       f"(got {bound})", option="algorithm")
-    return chosen
-
-
 #: cuDNN's numerical notes naming a Winograd tile, read as the output tile m of F(m x m, r x r), r the
 #: problem's kernel. cuDNN does not publish its matrices: the bound is the larger over the published
 #: point sets for that tile (a GPU measurement is to replace it).
@@ -444,10 +408,10 @@ class GivenFastBound(_FastBound):
         mags = super().magnitudes(inputs, device)
         if self.level == "rigorous":
             return mags
-        from .backends import torch_conv
+        from .convmath import compute
 
         ops = [_tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")]
-        exact = (torch_conv.compute(self.problem, *ops)[0] if reference is None
+        exact = (compute(self.problem, *ops)[0] if reference is None
                  else torch.as_tensor(reference).to(device=device, dtype=torch.float64))
         own = None
         for answer in self._own_answers(ops):

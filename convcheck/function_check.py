@@ -108,7 +108,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     function a worker cannot import (a lambda, one defined in ``__main__`` or inside another
     function) is checked in this process instead, and every record says so."""
     from .backends.user_function import not_shippable
-    from .fast_bound import declared
+    from .judging import declared
     from .sweep import Item, SweepOptions, SupervisedExecutor, check_item
 
     names = _backend_names(fn, directions)

@@ -148,9 +148,12 @@ class HuntResult:
 
 def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None = None, seed: int = 0,
          resume: bool = False, shrink_budget: int = DEFAULT_BUDGET, jobs: int = 1, max_macs: int | None = MAX_MACS,
-         scripts: Path | None = None, log=None, stop=None, **overrides) -> HuntResult:
+         scripts: Path | None = None, write_script=None, log=None, stop=None, **overrides) -> HuntResult:
     """Hunt ``space`` for failures of the check ``options`` describes (see the module's text);
-    ``overrides`` (dtype, direction, layout, mode, fuse) set those fields of every draw."""
+    ``overrides`` (dtype, direction, layout, mode, fuse) set those fields of every draw; ``write_script(record,
+    path)`` (e.g. :func:`convcheck.repro.write_reproducer`) writes each failure's standalone script into
+    ``scripts``."""
+    writer = (lambda group: write_group_script(group, scripts, write_script)) if scripts and write_script else None
     from .sweep import Item, SupervisedExecutor, _identity
 
     start_time = time.perf_counter()
@@ -225,7 +228,7 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
                     continue
                 result.failed_draws += 1
                 if not left():  # explained (and shrunk) while checks are left; counted either way
-                    _explain(d.index, rec, result, check, known, write, shrink_budget, options, scripts, say, stop)
+                    _explain(d.index, rec, result, check, known, write, shrink_budget, options, writer, say, stop)
     result.stopped = why
     result.seconds = time.perf_counter() - start_time
     write_groups(result, out)
@@ -233,7 +236,7 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
 
 
 def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, write, shrink_budget: int, options,
-             scripts, say, stop) -> None:
+             writer, say, stop) -> None:
     """Put the failing draw ``index`` into a group: explained by one, or shrunk to one."""
     p, start = problem_from_record(rec), rec
     while True:  # each pass takes triggers away, so the problem strictly shrinks: it ends
@@ -277,12 +280,12 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
         f"{group.shrink_checks} checks" + ("" if found.minimal else f" (cut short: {found.stopped})"))
     stands = _merged(group, result, check, say)
     if stands is not None:
-        if stands is group and scripts is not None:  # it replaced a group: the script of its smaller problem
-            group.script = write_group_script(group, scripts)
+        if stands is group and writer is not None:  # it replaced a group: the script of its smaller problem
+            group.script = writer(group)
         return
     group.number, group.found_at = len(result.groups) + 1, result.looked
-    if scripts is not None:
-        group.script = write_group_script(group, scripts)
+    if writer is not None:
+        group.script = writer(group)
     result.groups.append(group)
     say(f"hunt: failure {group.number} ({group.kind}): {last['problem']}, trigger "
         + (", ".join(f"{k} {v}" for k, v in group.trigger.items()) or "none"))
@@ -323,15 +326,15 @@ def _merged(new: Group, result: HuntResult, check, say) -> Group | None:
     return None
 
 
-def write_group_script(group: Group, scripts: Path) -> str:
-    """The standalone script of a group's minimal problem (:func:`convcheck.repro.write_reproducer`)."""
+def write_group_script(group: Group, scripts: Path, write_script) -> str:
+    """The standalone script of a group's minimal problem, by ``write_script(record, path)``
+    (:func:`convcheck.repro.write_reproducer`), or why there is none."""
     from .errors import ConvCheckError
-    from .repro import write_reproducer
 
     scripts.mkdir(parents=True, exist_ok=True)
     path = scripts / f"failure_{group.number}.py"
     try:
-        return str(write_reproducer(group.minimal, path))
+        return str(write_script(group.minimal, path))
     except ConvCheckError as e:
         return f"(no script: {e})"
 

@@ -75,12 +75,11 @@ def _sum_of(problem: ConvProblem, x, w, dy, device: str, dtype):
     error is not bounded by gamma_n (the inflation below)."""
     import torch
 
-    from .backends import torch_conv
-    from .backends.torch64 import cudnn_disabled
-    from .math_mode import torch_conv_math
+    from . import convmath
+    from .math_mode import cudnn_disabled, torch_conv_math
 
     with torch_conv_math(tf32=False), cudnn_disabled(), torch.backends.nnpack.flags(enabled=False):
-        out, _ = torch_conv.compute(replace(problem, fuse=()), _tensor(x, device, dtype), _tensor(w, device, dtype),
+        out, _ = convmath.compute(replace(problem, fuse=()), _tensor(x, device, dtype), _tensor(w, device, dtype),
                                     _tensor(dy, device, dtype))
     return out
 
@@ -124,7 +123,7 @@ def structural_zeros(problem: ConvProblem, device: str = "cpu"):
     all (only padding, or a stride that skips it), so it is zero by geometry, whatever the data."""
     import torch
 
-    from .fill import ConvInputs
+    from .inputs import ConvInputs
 
     ones = ConvInputs(x=np.ones(problem.x_shape, np.float32), w=np.ones(problem.w_shape, np.float32), seed=-1,
                       dy=None if problem.direction == "fprop" else np.ones(problem.y_shape, np.float32))
@@ -141,18 +140,18 @@ def stage_energy(problem: ConvProblem, inputs, stages: str, device: str):
     problem (each stage is 1/S of one, computed once per order)."""
     import torch
 
-    from .backends.torch64 import cudnn_disabled
+    from .math_mode import cudnn_disabled
     from .rounding import stage_roundings
 
     t = {k: _tensor(getattr(inputs, k), device, torch.float64) for k in ("x", "w", "dy")}
 
     def parts(reverse: bool):
         if stages == "images":
-            from .backends import torch_conv
+            from . import convmath
 
             single = replace(problem, mb=1, fuse=())
             for i in (reversed(range(problem.mb)) if reverse else range(problem.mb)):
-                yield torch_conv.compute(single, t["x"][i:i + 1], t["w"], t["dy"][i:i + 1])[0]
+                yield convmath.compute(single, t["x"][i:i + 1], t["w"], t["dy"][i:i + 1])[0]
         else:
             yield from _tap_parts(problem, t["w"], t["dy"], reverse)
 

@@ -70,3 +70,18 @@ def torch_conv_math(tf32: bool):
             conv.fp32_precision, rnn.fp32_precision = saved
         else:
             cudnn.allow_tf32 = saved
+
+
+@contextmanager
+def cudnn_disabled():
+    """Inside: torch does not call cuDNN (``torch.backends.cudnn.enabled = False``), restored after.
+    Only this switch is touched (``torch.backends.cudnn.flags`` would also reset the TF32 and
+    benchmark switches, which newer torch spells differently)."""
+    import torch
+
+    saved = torch.backends.cudnn.enabled
+    torch.backends.cudnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.enabled = saved

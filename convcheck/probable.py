@@ -107,7 +107,7 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
     direction has none); ``mags``: A and S2 (:mod:`convcheck.magnitudes`)."""
     import torch
 
-    from .compare import to_torch
+    from .arrays import to_torch
 
     if mags.s2 is None:
         raise ValueError("the probable level needs conv(x^2, w^2): compute the magnitudes with squares=True")
@@ -162,7 +162,7 @@ def apply(comparison, problem, bound, ours, ref, x, w, dy, mags) -> None:
     """Name the level of a given-data comparison and, where the rigorous level passed and the
     bound asks for it, judge the probable level: a failure there fails the comparison, its
     worst examined output becomes the reported one."""
-    from .compare import Mismatch
+    from .arrays import Mismatch
 
     if getattr(bound, "name", None) != "elementwise" or not bound.given or comparison.shape_error:
         return

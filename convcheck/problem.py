@@ -476,3 +476,14 @@ def torch_padding(padding, kernel, dilation, stride) -> tuple[tuple[int, ...], t
     if len(pad) != nd:
         raise BadInput(f"padding {pad} has {len(pad)} entries; a {nd}-D convolution needs {nd}")
     return pad, pad
+
+
+def problem_from_record(rec: dict) -> "ConvProblem":
+    """The problem a check's record (a sweep line, a check's JSON) names: its descriptor and the fields
+    beside it (mode, dtype, layout, direction, fusion)."""
+    try:
+        return parse_descriptor(rec["problem"], mode=rec.get("mode") or "xcorr", dtype=rec.get("dtype") or "fp32",
+                                layout=layout_from_name(rec.get("layout") or "nchw"),
+                                direction=rec.get("direction") or "fprop", fuse=tuple(rec.get("fuse") or ()))
+    except KeyError as e:
+        raise BadInput(f"the record has no {e} field") from None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import BadInput, writable_file
 from .bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
-from .problem import ConvProblem, layout_from_name, parse_descriptor
+from .problem import problem_from_record  # noqa: F401 (read from here too)
 
 STATUSES = ("passed", "failed", "crashed", "timeout", "mistrusted", "known-failure", "unsupported", "refused", "invalid",
             "error", "skipped")
@@ -168,15 +168,6 @@ _SEVERITY = {"failed": 0, "crashed": 0.3, "timeout": 0.6, "error": 1, "invalid":
 def severity(rec: dict) -> tuple:
     """Sort key putting the worst record first: by status, then by error/bound, largest first."""
     return _SEVERITY.get(rec.get("status"), 8), -(rec.get("bound_ratio") or 0.0)
-
-
-def problem_from_record(rec: dict) -> ConvProblem:
-    try:
-        return parse_descriptor(rec["problem"], mode=rec.get("mode") or "xcorr", dtype=rec.get("dtype") or "fp32",
-                                layout=layout_from_name(rec.get("layout") or "nchw"),
-                                direction=rec.get("direction") or "fprop", fuse=tuple(rec.get("fuse") or ()))
-    except KeyError as e:
-        raise BadInput(f"the record has no {e} field") from None
 
 
 def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .bound import ElementwiseBound, LessonBound, make_bound, resolve as resolve_bound
+from .bound import ElementwiseBound, LessonBound, resolve as resolve_bound
+from .judging import make_bound
 from .convmath import LEAKY_SLOPE
 from .errors import BadInput
 from .fill import fine_blocks, live_depth

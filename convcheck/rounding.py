@@ -48,11 +48,16 @@ CONTRACT_TEXT = {
 class Computes:
     """What an implementation computes for one problem: enough for a rounding model, and a
     sentence for the record. ``stages``: "taps" or "images" where partial sums are stored and
-    added in the tensor type (see the module's docstring), else None (the fp32 sum rounded once)."""
+    added in the tensor type (see the module's docstring), else None (the fp32 sum rounded once).
+    ``float64``: the answer is a float64 computation (a reference: float64's rounding, not fp32's).
+    ``stores_epilogue``: an unfused bias and activation are separate ops, each result stored in the
+    tensor type (torch, and your function or answer, modelled as torch is); a fused graph keeps fp32."""
 
     path: str
     why: str = ""
     stages: str | None = None
+    float64: bool = False
+    stores_epilogue: bool = False
 
     def stage_count(self, problem) -> int:
         """How many partial sums a staged result adds (1: not staged)."""
@@ -77,6 +82,8 @@ class Computes:
 
 
 ONCE = Computes("fp32 accumulation, rounded once")
+#: A float64 computation: what the references (NumPy, torch64) say of themselves.
+FLOAT64 = Computes("float64", float64=True)
 
 
 def staging_for(problem) -> str | None:
@@ -100,13 +107,14 @@ def check_contract(contract: str | None) -> str:
     return contract
 
 
-def by_contract(problem, contract: str | None, who: str = "your implementation") -> Computes:
-    """What an implementation convcheck cannot ask is allowed to have computed."""
+def by_contract(problem, contract: str | None, who: str = "your implementation", stores_epilogue: bool = True) -> Computes:
+    """What an implementation convcheck cannot ask is allowed to have computed (its epilogue, if any,
+    as torch computes one: each op stored in the tensor type, unless ``stores_epilogue`` is false)."""
     contract = check_contract(contract)
     if contract == "fp32" or problem.dtype not in HALF:
-        return Computes(f"{who}, contract fp32", "fp32 accumulation, rounded once")
+        return Computes(f"{who}, contract fp32", "fp32 accumulation, rounded once", stores_epilogue=stores_epilogue)
     return Computes(f"{who}, contract staged", "fp32 sums; stages stored in the tensor type as torch's slow kernels do",
-                    staging_for(problem))
+                    staging_for(problem), stores_epilogue=stores_epilogue)
 
 
 #: Relative slack on a stage value before its binade is taken: the fp32 GEMM that computed it may

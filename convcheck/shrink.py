@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import BadInput, ConvCheckError
+from .errors import BadInput
 from .problem import ConvProblem
 from .records import prepare_out, problem_from_record, record_key
 
@@ -283,13 +283,3 @@ def format_result(result: ShrinkResult, out: Path) -> str:
     if last.get("message"):
         lines.append(f"  {last['message']}")
     return "\n".join(lines)
-
-
-def write_reproducer(result: ShrinkResult, path) -> str:
-    """The standalone script of the shrunk problem (cuDNN's, or your function's), or why not."""
-    from .repro import write_reproducer as write
-
-    try:
-        return f"reproducer written to {write(result.last, path)}"
-    except ConvCheckError as e:
-        return f"no reproducer: {e}"

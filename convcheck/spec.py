@@ -52,7 +52,7 @@ class CheckSpec:
     def declared(self):
         """The fast algorithm the check asks to be judged by (a fast plant's own, else ``algorithm``),
         or None for a direct sum: what a record names, whether or not it may be declared."""
-        from .fast_bound import asked
+        from .judging import asked
 
         return asked(self.algorithm, self.plant)
 
@@ -122,7 +122,7 @@ class CheckSpec:
         A record of a declared fast algorithm names that algorithm's bound (``winograd``, ``fft``),
         which is no bound to ask for: the algorithm is asked for instead, as the check did."""
         from .errors import BadInput
-        from .records import problem_from_record
+        from .problem import problem_from_record
 
         backend = rec.get("backend")
         if not backend:

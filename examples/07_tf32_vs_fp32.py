@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from convcheck import backends, parse_descriptor
 from convcheck.backends import cudnn_graph, frontend_compat as fc
-from convcheck.bound import make_bound
+from convcheck.judging import make_bound
 from convcheck.check import abs_conv
 from convcheck.compare import compare
 from convcheck.fill import make_inputs

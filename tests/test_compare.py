@@ -112,7 +112,7 @@ def test_negative_strides_do_not_crash_the_hand_over():
 
 
 def test_reduced_precision_accumulation_widens_only_the_engine_side():
-    from convcheck.bound import make_bound
+    from convcheck.judging import make_bound
     from convcheck.problem import parse_descriptor
 
     p = parse_descriptor("mb2ic64ih8oc8oh8kh3ph1", dtype="fp16")
@@ -153,7 +153,8 @@ def test_the_gpu_whole_tensor_pass_gives_the_numbers_of_the_host_pass(plant, bou
     """On a GPU the verdict is whole-tensor eager torch; on the host, cache-sized chunks and NumPy
     blocks. Run on the same CPU tensors, both give the same six scalars (count outside, worst
     index, max|diff|, max ratio, max|ref|, zeros) and compare() reports the same mismatches."""
-    from convcheck.bound import ExactBound, make_bound
+    from convcheck.bound import ExactBound
+    from convcheck.judging import make_bound
     from convcheck.compare import CHUNK, _bound_args, summarize
     from convcheck.magnitudes import Magnitudes
     from convcheck.problem import parse_descriptor
@@ -188,7 +189,8 @@ def test_the_gpu_whole_tensor_pass_gives_the_numbers_of_the_host_pass(plant, bou
 def test_the_gpu_pass_on_real_checks_equals_the_host_pass(desc, kw, dtype, plant):
     """Real outputs and magnitudes (small: one chunk), the GPU's code path against the host's."""
     from convcheck.backends import torch64, torch_conv
-    from convcheck.bound import ExactBound, make_bound
+    from convcheck.bound import ExactBound
+    from convcheck.judging import make_bound
     from convcheck.check import abs_conv
     from convcheck.compare import _bound_args, summarize
     from convcheck.fill import make_inputs

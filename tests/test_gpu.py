@@ -321,7 +321,7 @@ def test_a_real_tf32_engine_fails_the_default_fp32_check():
     assert tf32 and all(r.comparison.bound == "elementwise" for r in tf32)  # judged as TF32, by the bound
     # torch's TF32 convolution judged as fp32 (what a user who left TF32 on would get)
     from convcheck.backends import numpy_ref, torch_conv
-    from convcheck.bound import make_bound
+    from convcheck.judging import make_bound
     from convcheck.compare import compare
 
     inputs = make_inputs(p, 0, kind="exact")

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from convcheck.backends import torch_conv
-from convcheck.bound import make_bound
+from convcheck.judging import make_bound
 from convcheck.problem import parse_descriptor
 
 PROBLEMS = [

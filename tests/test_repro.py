@@ -18,7 +18,7 @@ import torch
 
 from convcheck import parse_descriptor
 from convcheck.backends import cudnn_graph, frontend_compat, numpy_ref, torch64
-from convcheck.bound import make_bound
+from convcheck.judging import make_bound
 from convcheck.fill import _DeviceBits, _exact, make_inputs
 from convcheck.magnitudes import compute as magnitudes
 from convcheck.repro import SCRIPT_TERMS

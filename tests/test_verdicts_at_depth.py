@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from convcheck import run_check
-from convcheck.bound import ElementwiseBound, make_bound, side_for
+from convcheck.bound import ElementwiseBound, side_for
+from convcheck.rounding import FLOAT64
+from convcheck.judging import make_bound
 from convcheck.check import abs_conv, check_stored_output
 from convcheck.compare import compare
 from convcheck.errors import BadInput
@@ -189,7 +191,7 @@ def test_a_plant_that_cannot_show_is_refused():
 
 
 def _fp16_bound(n=4, outputs=3):
-    return ElementwiseBound(n, outputs, (side_for("torch", "fp16"), side_for("numpy", "fp16")), overflow_at=65520.0)
+    return ElementwiseBound(n, outputs, (side_for("torch", "fp16"), side_for("numpy", "fp16", computes=FLOAT64)), overflow_at=65520.0)
 
 
 def test_an_output_whose_true_value_overflows_expects_infinity():

@@ -89,14 +89,18 @@ def computes(name: str, problem, device: str = "cpu", contract: str | None = Non
     """What ``name`` computes for ``problem`` on ``device`` (:class:`convcheck.rounding.Computes`),
     from the implementation itself: a backend that can say (torch asks torch which kernel it runs)
     has ``computes(problem, device)``; one that cannot (your function, a given answer) is judged
-    by ``contract`` (:data:`convcheck.rounding.CONTRACTS`); float64 ones and "reference" give None."""
-    from ..rounding import ONCE, by_contract
+    by ``contract`` (:data:`convcheck.rounding.CONTRACTS`); float64 ones and "reference" say
+    :data:`convcheck.rounding.FLOAT64`. What the error model knows of an implementation is this."""
+    from dataclasses import replace
+
+    from ..rounding import FLOAT64, ONCE, by_contract
 
     if name == "reference" or float64(name):
-        return None
-    if name in GIVEN:
-        return by_contract(problem, contract, GIVEN[name])
+        return replace(FLOAT64, path=f"{name} float64")
+    if name in GIVEN:  # your answer is modelled as torch computes; a stored output as a fused graph
+        return by_contract(problem, contract, GIVEN[name], stores_epilogue=name == "yours")
     if is_user_function(name):
         return by_contract(problem, contract, "your function")
     own = getattr(module(name), "computes", None)
-    return own(problem, device) if own is not None else ONCE
+    said = own(problem, device) if own is not None else ONCE
+    return replace(said, stores_epilogue=bool(getattr(module(name), "stores_epilogue", False)))

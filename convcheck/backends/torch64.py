@@ -17,9 +17,9 @@ this is the same float64 arithmetic through torch's CPU kernels (cuDNN never run
 
 from __future__ import annotations
 
-import contextlib
 
 from .. import dtypes
+from ..math_mode import cudnn_disabled  # noqa: F401 (read from here too)
 from ..problem import ConvProblem
 from . import torch_conv
 
@@ -36,21 +36,6 @@ float64 = True
 
 def unavailable_reason(device: str) -> str | None:
     return torch_conv.unavailable_reason(device)
-
-
-@contextlib.contextmanager
-def cudnn_disabled():
-    """Inside: torch does not call cuDNN (``torch.backends.cudnn.enabled = False``), restored after.
-    Only this switch is touched (``torch.backends.cudnn.flags`` would also reset the TF32 and
-    benchmark switches, which newer torch spells differently)."""
-    import torch
-
-    saved = torch.backends.cudnn.enabled
-    torch.backends.cudnn.enabled = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.enabled = saved
 
 
 def as_float64(a, device: str, storage=None):
