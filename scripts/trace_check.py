@@ -1,5 +1,6 @@
-"""How one check walks convcheck's modules: which modules it enters, how many calls cross from one
-module to another, and how many of those climb to a layer above the caller's (convcheck/layers.py).
+"""How one check walks convcheck's modules: which modules it enters; the walk (the modules in the order
+the check's calls enter them, a *stop* each time the call moves to another module) and how many of its
+steps climb back to a layer above the last (convcheck/layers.py); and how many calls cross modules.
 
     python scripts/trace_check.py [DESCRIPTOR] [--backend NAME] [--layers FILE]
 
@@ -23,9 +24,11 @@ def _module_of(frame) -> str | None:
 
 
 def trace(fn):
-    """Run ``fn()`` under a profiler: (modules in order of first entry, cross-module calls as (caller, callee))."""
+    """Run ``fn()`` under a profiler: (modules in order of first entry, cross-module calls as (caller, callee),
+    the walk: the module of every call, in order, repeats of one module in a row counted once)."""
     entered: dict[str, None] = {}
     crossings: list[tuple[str, str]] = []
+    walk: list[str] = []
 
     def profile(frame, event, arg):
         if event != "call":
@@ -34,6 +37,8 @@ def trace(fn):
         if callee is None:
             return
         entered.setdefault(callee)
+        if not walk or walk[-1] != callee:
+            walk.append(callee)
         caller = _module_of(frame.f_back) if frame.f_back is not None else None
         if caller is not None and caller != callee:
             crossings.append((caller, callee))
@@ -43,13 +48,15 @@ def trace(fn):
         fn()
     finally:
         sys.setprofile(None)
-    return list(entered), crossings
+    return list(entered), crossings, walk
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("descriptor", nargs="?", default="mb8ic64ih28oc64oh28kh3ph1")
     parser.add_argument("--backend", default="torch")
+    parser.add_argument("--bound", default="auto", help="auto (the exact fill for fp32), elementwise, lesson, exact")
+    parser.add_argument("--dtype", default="fp32")
     parser.add_argument("--layers", help="a convcheck/layers.py to read the layer table from")
     args = parser.parse_args(argv)
     from convcheck import parse_descriptor, run_check
@@ -65,12 +72,14 @@ def main(argv=None) -> int:
             module = module.rpartition(".")[0]
         return None
 
-    problem = parse_descriptor(args.descriptor)
-    run_check(problem, backend=args.backend, device="cpu")  # imports, caches: not what one check walks
-    modules, crossings = trace(lambda: run_check(problem, backend=args.backend, device="cpu"))
-    climbs = [(a, b) for a, b in crossings if None not in (layer(a), layer(b)) and layer(b) > layer(a)]
-    print(f"{len(modules)} modules, {len(crossings)} calls between modules, {len(climbs)} of them up a layer, "
-          f"{len(set(climbs))} distinct climbs ({args.descriptor}, backend {args.backend})")
+    problem = parse_descriptor(args.descriptor, dtype=args.dtype)
+    run_check(problem, backend=args.backend, device="cpu", bound=args.bound)  # imports, caches: not what one check walks
+    modules, crossings, walk = trace(lambda: run_check(problem, backend=args.backend, device="cpu", bound=args.bound))
+    climbs = [(a, b) for a, b in zip(walk, walk[1:]) if None not in (layer(a), layer(b)) and layer(b) > layer(a)]
+    up_calls = [(a, b) for a, b in crossings if None not in (layer(a), layer(b)) and layer(b) > layer(a)]
+    print(f"{len(modules)} modules, {len(walk)} stops, {len(climbs)} climbs back up a layer; {len(crossings)} calls "
+          f"between modules, {len(up_calls)} of them to a layer above the caller's ({args.descriptor}, "
+          f"backend {args.backend}, {args.dtype}, bound {args.bound})")
     for m in modules:
         print(f"  {m:<28} {order[layer(m)] if layer(m) is not None else '(no layer)'}")
     for a, b in sorted(set(climbs)):
