@@ -42,11 +42,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .judging import make_bound
-from .compare import compare, error_ratio_map, to_torch
+from .compare import error_ratio_map, to_torch
 from .fast_bound import parse_algorithm
-from .fill import ConvInputs
-from .magnitudes import compute as magnitudes
+from .inputs import ConvInputs
 from .problem import ConvProblem, torch_padding
 
 _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -91,31 +89,27 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
            contract: str | None = None, algorithm: str | None = None) -> None:
-    from . import probable
+    """Your answer judged as every given answer is (:func:`convcheck.check.judge_given`); a failure
+    raises AssertionError with the message a person reads."""
     from .backends import torch64
     from .bound import check_level
-    from .rounding import CONTRACT_TEXT, check_contract
+    from .check import judge_given
+    from .rounding import check_contract
 
     level = check_level(level)
     contract = check_contract(contract)
+    chosen = parse_algorithm(algorithm)
     actual = to_torch(actual)
     device = str(actual.device) if actual.device.type == "cpu" else "cuda"
-
-    x64, w64, dy64, b64 = (torch64.as_float64(a, device) for a in (x, w, dy, bias))
     if tuple(actual.shape) != tuple(problem.result_shape):
         raise AssertionError(_prefix(msg) + f"shape mismatch: actual {tuple(actual.shape)}, the convolution gives "
                              f"{tuple(problem.result_shape)} ({problem.descriptor()})")
-    ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64, cuDNN disabled: never the code it judges
-    given = ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64)
-    chosen = parse_algorithm(algorithm)
-    if chosen is not None:
-        _judge_fast(actual, problem, ref, given, chosen, device, msg, level)
-        return
-    bound = make_bound("elementwise", problem, ("yours", "reference"), data="given", level=level,
-                       devices=(device, device), contract=contract)
-    mags = magnitudes(problem, given, device, squares=level == "probable")
-    c = compare(actual, ref, bound, mags)
-    probable.apply(c, problem, bound, actual, ref, x64, w64, dy64, mags)
+    x64, w64, dy64, b64 = (torch64.as_float64(a, device) for a in (x, w, dy, bias))
+    ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64 of your inputs as given, cuDNN disabled
+    result = judge_given(problem, ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64), actual, implementation="yours",
+                         reference="torch64", device=device, bound="elementwise" if chosen is None else None,
+                         level=level, contract=contract, algorithm=algorithm, ref=ref)
+    c = result.comparison
     if c.passed:
         return
     if c.shape_error:
@@ -123,63 +117,47 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
     index = c.worst_index
     ours = float(actual[index])  # one element, not a float64 copy of the whole answer
     truth = float(ref[index])
-    if c.level == "probable":
+    if chosen is None and c.level == "probable":
         allowed = c.probable["worst"]["allowed"]
         outside = (f"{c.outside} of the {c.probable['examined']} outputs examined one by one are beyond the probable "
                    f"allowance ({c.probable['candidates']} of {c.total} exceed the smallest allowance)")
-        level_text = ("Level: probable. Not ruled out under every summation order, but beyond what correct fp32 "
-                      "summation gives on this data (level='rigorous' accepts what any order could explain).\n")
-        if problem.dtype in ("fp16", "bf16"):
-            level_text += f"Contract: {contract} ({CONTRACT_TEXT[contract]}).\n"
     else:
-        ratio_map = error_ratio_map(actual, ref, bound, mags)
+        ratio_map = error_ratio_map(actual, ref, result.judging, result.magnitudes)
         allowed = abs(ours - truth) / ratio_map[index] if ratio_map[index] not in (0.0, float("inf")) else 0.0
         outside = f"{c.outside} of {c.total} elements ({100.0 * c.outside / c.total:.3g}%) outside the allowed error"
-        level_text = "Level: rigorous. Provably wrong: outside the worst case over every summation order of an fp32 accumulator.\n"
-        if problem.dtype in ("fp16", "bf16"):
-            level_text = (f"Level: rigorous. Provably wrong under the {contract} contract ({CONTRACT_TEXT[contract]}): "
-                          "outside the worst case over every summation order.\n")
-        if contract == "fp32" and problem.dtype in ("fp16", "bf16"):
-            level_text += "(contract='staged' also accepts partial sums stored in the tensor type, as torch's slow kernels do.)\n"
+    what = f"{problem.descriptor()}, {problem.direction}, {problem.dtype}" + (f", {chosen.text}" if chosen else "")
     raise AssertionError(
         _prefix(msg)
-        + f"convolution not close ({problem.descriptor()}, {problem.direction}, {problem.dtype}): {outside}.\n"
-        + level_text
+        + f"convolution not close ({what}): {outside}.\n"
+        + _level_text(problem, c.level if chosen is None else level, contract, chosen)
         + f"Greatest error/allowed {c.max_ratio:.4g} at index {index}: actual {ours!r}, reference {truth!r}, "
         f"|difference| {abs(ours - truth):.4g}, allowed {allowed:.4g}.\n"
-        f"Bound ({'any data, any summation order' if c.level == 'rigorous' else 'then the probable level'}): "
-        f"{c.derivation}"
-    )
+        + (f"Bound: {c.derivation}" if chosen else
+           f"Bound ({'any data, any summation order' if c.level == 'rigorous' else 'then the probable level'}): "
+           f"{c.derivation}"))
 
 
-def _judge_fast(actual, problem: ConvProblem, ref, given: ConvInputs, chosen, device: str, msg: str | None,
-                level: str) -> None:
-    """The assert for a kernel that declared its fast algorithm: judged by that algorithm's bound on
-    given data (convcheck.fast_bound.GivenFastBound), at ``level``."""
-    from .fast_bound import bound_for
+def _level_text(problem: ConvProblem, level: str, contract: str, chosen) -> str:
+    """The lines of a failure's message that say which level (and contract, or fast algorithm) it failed."""
+    from .rounding import CONTRACT_TEXT
 
-    bound = bound_for(chosen, problem, "given", level=level)
-    mags = bound.magnitudes(given, device, reference=ref)
-    c = compare(actual, ref, bound, mags)
-    if c.passed:
-        return
-    if c.shape_error:
-        raise AssertionError(_prefix(msg) + c.shape_error)
-    index = c.worst_index
-    ours, truth = float(actual[index]), float(ref[index])
-    ratio_map = error_ratio_map(actual, ref, bound, mags)
-    allowed = abs(ours - truth) / ratio_map[index] if ratio_map[index] not in (0.0, float("inf")) else 0.0
-    level_text = (f"Level: rigorous. Provably wrong: outside the worst case of {chosen.text} over its transforms.\n"
-                  if level == "rigorous" else
-                  f"Level: probable. Beyond what a correct fp32 {chosen.text} gives on this data "
-                  "(level='rigorous' accepts what any order could explain, for Winograd).\n")
-    raise AssertionError(
-        _prefix(msg)
-        + f"convolution not close ({problem.descriptor()}, {problem.direction}, {problem.dtype}, {chosen.text}): "
-        f"{c.outside} of {c.total} elements ({100.0 * c.outside / c.total:.3g}%) outside the allowed error.\n"
-        + level_text
-        + f"Greatest error/allowed {c.max_ratio:.4g} at index {index}: actual {ours!r}, reference {truth!r}, "
-        f"|difference| {abs(ours - truth):.4g}, allowed {allowed:.4g}.\nBound: {c.derivation}")
+    half = problem.dtype in ("fp16", "bf16")
+    if chosen is not None:
+        return (f"Level: rigorous. Provably wrong: outside the worst case of {chosen.text} over its transforms.\n"
+                if level == "rigorous" else
+                f"Level: probable. Beyond what a correct fp32 {chosen.text} gives on this data "
+                "(level='rigorous' accepts what any order could explain, for Winograd).\n")
+    if level == "probable":
+        return ("Level: probable. Not ruled out under every summation order, but beyond what correct fp32 "
+                "summation gives on this data (level='rigorous' accepts what any order could explain).\n"
+                + (f"Contract: {contract} ({CONTRACT_TEXT[contract]}).\n" if half else ""))
+    text = ("Level: rigorous. Provably wrong: outside the worst case over every summation order of an fp32 accumulator.\n"
+            if not half else
+            f"Level: rigorous. Provably wrong under the {contract} contract ({CONTRACT_TEXT[contract]}): "
+            "outside the worst case over every summation order.\n")
+    if contract == "fp32" and half:
+        text += "(contract='staged' also accepts partial sums stored in the tensor type, as torch's slow kernels do.)\n"
+    return text
 
 
 def _prefix(msg: str | None) -> str:

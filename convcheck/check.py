@@ -189,6 +189,7 @@ class CheckResult:
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.rounding), as asked
     level: str | None = None  # how given data was judged: probable or rigorous (convcheck.probable); None: own fill
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
+    magnitudes: Any = None  # what that bound was built from, where the caller asks (judge_given); not serialised
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
 
     @property
@@ -644,6 +645,40 @@ STORED_REFERENCE = {"lesson": "torch"}
 STORED_REFERENCES = ("torch64", "torch")
 
 
+def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementation: str, reference: str,
+                device: str, bound: str | None = None, level: str | None = None, contract: str | None = None,
+                algorithm: str | None = None, ref=None) -> CheckResult:
+    """Given data judged: the caller's inputs and an answer computed elsewhere (``implementation``
+    "yours": an assert's; "stored": the lesson's stored output), against ``reference`` recomputed on
+    ``device``. The one path given data takes to a verdict, the same stages as :func:`run_spec`'s
+    after its run under test: the bound from :func:`convcheck.judging.bound_for` (the direct, staged,
+    rigorous or probable, or a declared fast algorithm's), the magnitudes, :func:`judge`. ``ref``: the
+    reference's answer where the caller computed it already (an assert: float64 of your inputs as given)."""
+    from .environment import versions
+    from .judging import bound_for
+    from .spec import CheckSpec
+
+    inputs = replace(inputs, kind="given")
+    spec = CheckSpec(problem=problem, backend=implementation, reference=reference, device=device, bound=bound,
+                     level=level, contract=contract, algorithm=algorithm)
+    plan = Plan(backend=implementation, backend_device=device, reference=reference, reference_device=device)
+    backends.require(reference, device)
+    bnd, bound_name = bound_for(spec, implementation, reference, (device, device), "given")
+    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given",
+                         level=spec.effective_level("given"), contract=spec.effective_contract(),
+                         algorithm=spec.declared.text if spec.declared else None)
+    start = time.perf_counter()
+    with device_scope(plan):
+        if ref is None:
+            ref, result.reference_info = run_reference(plan, problem, inputs)
+        mags = magnitudes_for(bnd, problem, inputs, compare_device(plan), reference=ref)
+        judge(result, answer, ref, bnd, mags, compare_device(plan), inputs=inputs)
+    result.outputs, result.magnitudes = (answer, ref, inputs), mags
+    result.time_s = time.perf_counter() - start
+    result.versions = versions()
+    return result
+
+
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,
                         bound: str | None = None, reference: str | None = None, level: str | None = None,
                         contract: str | None = None) -> CheckResult:
@@ -656,30 +691,14 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
     default under the lesson's rule). ``contract``: what the stored output may have computed in
     fp16/bf16, "staged" (default) or "fp32" (:mod:`convcheck.rounding`)."""
-    from .environment import versions
-    from .fill import ConvInputs
-
     if device is None:
         device = "cuda" if _cuda_usable() else "cpu"
     bound_name = resolve_bound(bound, problem, "given")
     reference = reference or STORED_REFERENCE.get(bound_name, "torch64")
     if reference not in STORED_REFERENCES:
         raise BadInput(f"a stored output is recomputed by {' or '.join(STORED_REFERENCES)}, not {reference!r}", option="reference")
-    plan = Plan(backend="stored", backend_device="cpu", reference=reference, reference_device=device)
-    backends.require(reference, device)
-    inputs = ConvInputs(x=x, w=w, seed=-1, kind="given")
-    from .bound import DEFAULT_LEVEL
-    from .rounding import DEFAULT_CONTRACT
-
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given",
-                         level=level or DEFAULT_LEVEL, contract=contract or DEFAULT_CONTRACT)
-    bnd = make_bound(bound_name, problem, ("stored", reference), data="given", level=level,
-                     devices=("cpu", device), contract=contract)
-    start = time.perf_counter()
-    with device_scope(plan):
-        ref, result.reference_info = run_reference(plan, problem, inputs)
-        judge(result, y_stored, ref, bnd, magnitudes_for(bnd, problem, inputs, device), compare_device(plan),
-              inputs=inputs)
-    result.time_s = time.perf_counter() - start
-    result.versions = versions()
+    result = judge_given(problem, ConvInputs(x=x, w=w, seed=-1, kind="given"), y_stored, implementation="stored",
+                         reference=reference, device=device, bound=bound_name, level=level, contract=contract)
+    result.plan.backend_device = "cpu"
+    result.outputs = result.magnitudes = None  # the caller holds the stored arrays
     return result

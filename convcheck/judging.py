@@ -56,7 +56,7 @@ def declared(algorithm: str | None, backend: str, plant: str | None = None, boun
                        option="reference")
     if plant in FAST_PLANTS:  # the planted implementation is a fast one, and says so
         return chosen
-    if not is_user_function(backend):
+    if not (is_user_function(backend) or backend in backends.GIVEN):  # your function, or your answer
         raise BadInput(f"declares how your function computes; the {backend} backend is judged "
                        "by what it says of itself", option="algorithm")
     if bound not in (None, "auto"):

@@ -57,12 +57,13 @@ class CheckSpec:
         return asked(self.algorithm, self.plant)
 
     def effective_contract(self, backend: str | None = None) -> str | None:
-        """The contract that judges: your function's (default staged); None for an implementation
-        that says how it computes itself (torch, cuDNN)."""
-        from .backends import is_user_function
+        """The contract that judges: your function's or a given answer's (default staged); None for an
+        implementation that says how it computes itself (torch, cuDNN)."""
+        from .backends import GIVEN, is_user_function
         from .rounding import DEFAULT_CONTRACT
 
-        return (self.contract or DEFAULT_CONTRACT) if is_user_function(backend or self.backend) else None
+        backend = backend or self.backend
+        return (self.contract or DEFAULT_CONTRACT) if backend in GIVEN or is_user_function(backend) else None
 
     def effective_level(self, data: str) -> str | None:
         """The level that judges given data (default probable); None for convcheck's own fill."""
