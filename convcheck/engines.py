@@ -79,6 +79,8 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         t_run = time.perf_counter() - plan_start
         if not run.built:
             result.message = run.error
+            if not run.declined:  # a misused call or a CUDA error, not cuDNN declining the plan
+                result.status = "error"
         else:
             result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
             how = bound_for_plan(problem, bound_name, numerical, explicit=bound not in (None, "auto"), reference=reference)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from convcheck import backends, parse_descriptor
 from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.errors import Unsupported
 
 
 def main() -> int:
@@ -58,11 +59,34 @@ def main() -> int:
         g.check_support()
         print("stage 5, check_support: ok")
         prep = cudnn_graph.prepare(problem, make_inputs(problem, 0))
-        run = cudnn_graph.execute_plan(prep, 0, runs=3, warmup=1)
-        print(f"stage 6, build_plan_at_index(0): {run.name} built={run.built}, workspace {run.workspace_bytes} B")
-        print(f"stage 7, execute_plan_at_index: {['%.4f ms' % t for t in run.times_ms]}, redzones {run.redzone or 'intact'}")
+        # Stage 6: the first plan (in the heuristics' order) that builds. For fp32, prepare() has deselected
+        # the TF32 plans (TENSOR_CORE, DOWN_CONVERT_INPUTS): plan 0 may be one that no longer builds.
+        try:
+            first = cudnn_graph.pick_plan(prep)
+        except Unsupported as e:
+            print(f"stage 6, build_plan_at_index: no plan built: {e.reason}")
+            return 3
+        rejected = ", ".join(f"{r['index']} {r['name']}" for r in first.rejected) or "none"
+        print(f"stage 6, build_plan_at_index({first.index}): {first.name} (plans rejected before it: {rejected})")
+        run = cudnn_graph.execute_plan(prep, first.index, runs=3, warmup=1)
+        print(f"stage 7, execute_plan_at_index: {['%.4f ms' % t for t in run.times_ms]}, workspace {run.workspace_bytes} B, "
+              f"redzones {run.redzone or 'intact'}")
         y = cudnn_graph.result_tensor(prep)
-        print(f"checked: output {tuple(y.shape)} written everywhere (no NaN poison left): {not bool(torch.isnan(y).any())}")
+        return verdict(run.built, int(torch.isnan(y).sum()), y.numel(), run.redzone)
+    return 0
+
+
+def verdict(built: bool, nan_left: int, total: int, redzone: list) -> int:
+    """What the run shows, and the exit code: 0 when the plan ran and wrote every output (the buffer
+    was poisoned with NaN before it ran, so an unwritten output is still NaN), 1 otherwise."""
+    if not built:
+        print("the plan did not run: nothing was computed")
+        return 1
+    if nan_left or redzone:
+        print(f"FAILED: {nan_left} of {total} outputs still hold the NaN poison (never written)"
+              + (f"; guard regions overwritten: {redzone}" if redzone else ""))
+        return 1
+    print(f"checked: all {total} outputs written (no NaN poison left), guard regions intact")
     return 0
 
 

@@ -6,6 +6,10 @@ the three as separate ops, each storing its result in the tensor type, so in
 fp16 torch rounds twice more than cuDNN; the elementwise bound models both
 (intermediate roundings for torch, the activation's slope and ulps for both).
 
+The tensors are channels-last (NHWC strides): cuDNN's fused convolution engines take that layout,
+and every convolution test of cudnn-frontend's own is channels-last; in NCHW a fusion engine may
+decline the graph.
+
 Run: python examples/05_fused_conv_bias_relu.py
 """
 
@@ -16,10 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from convcheck import backends, parse_descriptor, run_check
 from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.problem import layout_from_name
 
 
 def main() -> int:
-    problem = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", fuse=("bias", "relu"), dtype="fp16")
+    problem = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", fuse=("bias", "relu"), dtype="fp16",
+                               layout=layout_from_name("nhwc"))
     print(f"problem: {problem}")
     try:
         fc.import_frontend()

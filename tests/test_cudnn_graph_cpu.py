@@ -85,3 +85,95 @@ def test_graph_construction_on_a_second_frontend_release():
         assert out["summary"]["nodes"][0][key] == here["nodes"][0][key]
     assert out["summary"]["tensors"]["X"] == here["tensors"]["X"]
     assert out["summary"]["tensors"]["W"] == here["tensors"]["W"]
+
+
+# ---------------------------------------------------------------------------- error, not unsupported
+_CLASSIFY = r'''
+import json
+import cudnn
+from convcheck.backends import cudnn_graph
+from convcheck.errors import Unsupported
+from convcheck.problem import parse_descriptor
+
+def outcome(what, fn, *args):
+    try:
+        cudnn_graph._stage(what, fn, *args, cudnn=cudnn)
+        return "ran"
+    except Unsupported as e:
+        return "unsupported: " + e.reason
+    except cudnn_graph.FrontendCallFailed as e:
+        return "error: " + str(e)
+
+def raises(error):
+    def call():
+        raise error
+    return call
+
+g = cudnn_graph.graph_for(parse_descriptor("mb2ic4ih6oc4oh6kh3ph1")).graph
+# the pipeline as far as this CPU takes it: the first call that fails, fails as the frontend makes it
+calls = [("validate", g.validate), ("build_operation_graph", g.build_operation_graph)]
+pipeline = [outcome(what, fn) for what, fn in calls]
+print(json.dumps({
+    "version": cudnn.__version__,
+    "pipeline": pipeline,
+    "misused": outcome("create_execution_plans", g.create_execution_plans, "not a list of modes"),
+    "declined": outcome("check_support", raises(cudnn.cudnnGraphNotSupportedError("no engine for this graph"))),
+    "status": outcome("check_support", raises(RuntimeError("cudnn_status: CUDNN_STATUS_NOT_SUPPORTED"))),
+    "cuda": outcome("build_plans", raises(RuntimeError("cudnn_status: CUDNN_STATUS_EXECUTION_FAILED"))),
+}))
+'''
+
+
+def _classified(result: dict) -> None:
+    failed = [o for o in result["pipeline"] if o != "ran"]
+    # no driver here: the first call that needs it is an error naming the call, never "unsupported"
+    assert failed and failed[0].startswith("error: cudnn-frontend "), result
+    assert result["misused"].startswith("error: cudnn-frontend create_execution_plans raised "), result
+    assert result["declined"] == "unsupported: check_support: cudnnGraphNotSupportedError: no engine for this graph"
+    assert result["status"].startswith("unsupported: check_support: RuntimeError")
+    assert result["cuda"] == ("error: cudnn-frontend build_plans raised RuntimeError: "
+                              "cudnn_status: CUDNN_STATUS_EXECUTION_FAILED")
+
+
+def test_only_cudnn_declining_a_graph_is_unsupported_every_other_failure_is_an_error():
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    done = subprocess.run([sys.executable, "-c", _CLASSIFY], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    _classified(json.loads(done.stdout))
+
+
+def test_the_same_on_the_oldest_supported_frontend():
+    result = run_on_alt_frontend(_CLASSIFY)
+    assert result["version"].startswith("1.23")
+    _classified(result)
+
+
+def test_a_failed_plan_that_cudnn_did_not_decline_stops_the_check_as_an_error():
+    from convcheck.backends.cudnn_graph import FrontendCallFailed, PlanRun, refuse_failed_plan
+
+    refuse_failed_plan(PlanRun(0, "eng0", built=False, error="RuntimeError: CUDNN_STATUS_NOT_SUPPORTED", declined=True))
+    with pytest.raises(FrontendCallFailed, match=r"execute_plan_at_index \(plan 3, eng3\) raised RuntimeError: boom"):
+        refuse_failed_plan(PlanRun(3, "eng3", built=False, error="execute: RuntimeError: boom", declined=False))
+    with pytest.raises(FrontendCallFailed, match=r"build_plan_at_index \(plan 1, eng1\) raised TypeError: bad"):
+        refuse_failed_plan(PlanRun(1, "eng1", built=False, error="TypeError: bad", declined=False))
+
+
+def test_every_graph_that_runs_is_given_the_device_s_one_handle(monkeypatch):
+    """build_graph hands the handle to the frontend's graph (a spy around the real pygraph records it)."""
+    seen = []
+    real = cudnn.pygraph
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("handle", "absent"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cudnn, "pygraph", spy)
+    p = parse_descriptor("mb2ic4ih6oc4oh6kh3ph1")
+    cudnn_graph.build_graph(cudnn, p, cudnn_graph.host_descriptors(p))  # convcheck graph: no GPU, no handle
+    cudnn_graph.build_graph(cudnn, p, cudnn_graph.host_descriptors(p), handle=12345)
+    assert seen == ["absent", 12345]

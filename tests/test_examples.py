@@ -43,3 +43,17 @@ def test_a_pytest_example_without_pytest_says_how_to_get_it(name):
     assert "problem:" in done.stdout
     assert done.stderr.strip().splitlines() == [
         "the tests of this example run under pytest, which is not installed (pip install pytest, or bash scripts/setup.sh --tests)"]
+
+
+def test_the_graph_pipeline_example_cannot_pass_silently(capsys):
+    """examples/02: an output still holding the NaN poison, a guard region overwritten or a plan that did
+    not run is a non-zero exit and a line saying so (on a GPU it runs the first plan that builds)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("graph_pipeline", Path(__file__).resolve().parent.parent / "examples" / "02_graph_pipeline.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.verdict(True, 0, 3136, []) == 0
+    assert example.verdict(True, 5, 3136, []) == 1 and "5 of 3136 outputs still hold the NaN poison" in capsys.readouterr().out
+    assert example.verdict(True, 0, 3136, ["after: 4 bytes"]) == 1 and "guard regions overwritten" in capsys.readouterr().out
+    assert example.verdict(False, 0, 3136, []) == 1 and "did not run" in capsys.readouterr().out

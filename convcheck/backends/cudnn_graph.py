@@ -150,14 +150,16 @@ def _activation(g, act: str, t):
     return getattr(g, act)(input=t, name=act)  # gelu, sigmoid, tanh
 
 
-def build_graph(cudnn, problem: ConvProblem, descs: dict) -> ConvGraph:
-    """The graph for ``problem``; ``descs`` maps each role to ``(dims, element_strides)``.
+def build_graph(cudnn, problem: ConvProblem, descs: dict, handle=None) -> ConvGraph:
+    """The graph for ``problem``; ``descs`` maps each role to ``(dims, element_strides)``; ``handle``:
+    the device's one cuDNN handle (:func:`_handle`), which every graph that runs is given (without
+    one, a graph of frontend 1.23 creates a handle of its own).
 
-    Needs no GPU: this is what ``convcheck graph`` prints.
+    Needs no GPU without a handle: this is what ``convcheck graph`` prints.
     """
     io_type = fc.data_type(cudnn, problem.dtype)
     compute_type = cudnn.data_type.FLOAT  # fp32 accumulation, fp32 intermediates
-    g = fc.new_graph(cudnn, io_type, compute_type)
+    g = fc.new_graph(cudnn, io_type, compute_type, handle=handle)
     inputs, out_role = roles(problem)
     t = {role: g.tensor(name=role, dim=list(descs[role][0]), stride=list(descs[role][1]), data_type=io_type)
          for role in inputs}
@@ -231,11 +233,39 @@ def _handle(cudnn, device_id: int):
     return _HANDLES[device_id]
 
 
-def _stage(what: str, fn, *args):
+#: cuDNN statuses that decline a graph (the frontend raises them as a RuntimeError naming the status).
+DECLINING_STATUSES = ("CUDNN_STATUS_NOT_SUPPORTED", "GRAPH_NOT_SUPPORTED")
+
+
+class FrontendCallFailed(RuntimeError):
+    """A call of the cuDNN frontend failed for a reason other than cuDNN declining the graph: a
+    misused call (TypeError), a missing driver or library, a CUDA error. A check records it as an
+    ``error`` naming the call, never as "unsupported" (which only cuDNN's own decline is)."""
+
+    def __init__(self, call: str, error):
+        said = error if isinstance(error, str) else f"{type(error).__name__}: {str(error).strip()}"
+        super().__init__(f"cudnn-frontend {call} raised {said}"[:600])
+        self.call = call
+
+
+def declines(cudnn, error: BaseException) -> bool:
+    """Whether ``error`` is cuDNN declining the graph: the frontend's ``cudnnGraphNotSupportedError``
+    (upstream's own tests catch only it), or a status that says not supported."""
+    not_supported = getattr(cudnn, "cudnnGraphNotSupportedError", None)
+    if not_supported is not None and isinstance(error, not_supported):
+        return True
+    return isinstance(error, RuntimeError) and any(s in str(error) for s in DECLINING_STATUSES)
+
+
+def _stage(what: str, fn, *args, cudnn=None):
+    """``fn(*args)``, a call of the graph's pipeline: cuDNN's decline becomes :class:`Unsupported`,
+    any other failure :class:`FrontendCallFailed` (an error record naming the call)."""
     try:
         return fn(*args)
     except Exception as e:
-        raise Unsupported(name, f"{what}: {type(e).__name__}: {str(e).strip()}") from None
+        if declines(cudnn if cudnn is not None else fc.import_frontend(), e):
+            raise Unsupported(name, f"{what}: {type(e).__name__}: {str(e).strip()}") from None
+        raise FrontendCallFailed(what, e) from None
 
 
 def cupy_stream_for(torch_stream):
@@ -390,27 +420,27 @@ def _build(problem: ConvProblem, heuristics, math_filter: bool, torch_stream) ->
         views = {role: (a[crop] if role == "X" else a) for role, a in bufs.items()}
         views[out_role] = out.array[crop] if out_role == "DX" else out.array
         descs = {role: (tuple(v.shape), layout.element_strides(v)) for role, v in views.items()}
-        cg = build_graph(cudnn, problem, descs)
-        g = cg.graph
         handle = _handle(cudnn, torch_stream.device.index or 0)
         fc.set_stream(cudnn, handle, int(torch_stream.cuda_stream))
-        _stage("validate", g.validate)
-        _stage("build_operation_graph", g.build_operation_graph)
+        cg = build_graph(cudnn, problem, descs, handle=handle)
+        g = cg.graph
+        _stage("validate", g.validate, cudnn=cudnn)
+        _stage("build_operation_graph", g.build_operation_graph, cudnn=cudnn)
         stages.enter("plan")
-        _stage("create_execution_plans", g.create_execution_plans, heur_modes(cudnn, heuristics))
+        _stage("create_execution_plans", g.create_execution_plans, heur_modes(cudnn, heuristics), cudnn=cudnn)
         deselected, selected = [], []
         if math_filter and problem.dtype == "fp32":
             notes = fc.tf32_notes(cudnn)
-            _stage("deselect_numeric_notes", g.deselect_numeric_notes, notes)
+            _stage("deselect_numeric_notes", g.deselect_numeric_notes, notes, cudnn=cudnn)
             deselected = [str(n).split(".")[-1] for n in notes]
         elif math_filter and problem.dtype == "tf32":
             notes = fc.tf32_notes(cudnn)[:1]
-            _stage("select_numeric_notes", g.select_numeric_notes, notes)
+            _stage("select_numeric_notes", g.select_numeric_notes, notes, cudnn=cudnn)
             selected = [str(n).split(".")[-1] for n in notes]
         count = fc.plan_count(g)  # the plan-at-index calls crash on a graph without plans (1.23)
         if count == 0:
             raise Unsupported(name, "cuDNN's heuristics offered no execution plan for this graph")
-        _stage("check_support", g.check_support)
+        _stage("check_support", g.check_support, cudnn=cudnn)
     return Prepared(problem, cudnn, cg, bufs, out, views, torch_stream, cstream, handle, count,
                     tuple(h.upper() for h in heuristics), deselected, selected)
 
@@ -426,6 +456,7 @@ class PlanRun:
     redzone: list = field(default_factory=list)  # strings, one per corrupted guard
     bitwise_identical: bool | None = None  # None unless repeated
     rejected: list = field(default_factory=list)  # plans tried before this one, with their errors
+    declined: bool = True  # a failure was cuDNN declining the plan (not a misused call or a CUDA error)
 
     @property
     def median_ms(self) -> float | None:
@@ -444,6 +475,7 @@ def build_plan(prep: Prepared, index: int) -> PlanRun:
         prep.built.add(index)
     except Exception as e:
         run.error = f"{type(e).__name__}: {str(e).strip()}"[:300]
+        run.declined = declines(prep.cudnn, e)
     return run
 
 
@@ -507,6 +539,7 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
                 g.execute_plan_at_index(pack, ws.ptr, index, handle=prep.handle)
             except Exception as e:
                 run.built, run.error = False, f"execute: {type(e).__name__}: {str(e).strip()}"[:300]
+                run.declined = declines(prep.cudnn, e)  # a built plan that fails to run is an error, unless cuDNN declined
                 prep.torch_stream.synchronize()
                 return pending
             end.record(prep.torch_stream)
@@ -546,6 +579,13 @@ def result_tensor(prep: Prepared):
     return y
 
 
+def pick_plan(prep: Prepared, engine=None) -> PlanRun:
+    """The plan a check runs: by index, by name, or (``engine`` None) the first in the heuristics' order
+    that builds and runs. :class:`Unsupported` where cuDNN declines every one; FrontendCallFailed where a
+    plan failed for another reason."""
+    return _pick(prep, engine)
+
+
 def _pick(prep: Prepared, engine) -> PlanRun:
     """The chosen plan: by index, by name, or the first (heuristics order) that builds."""
     if engine is None:
@@ -561,6 +601,7 @@ def _pick(prep: Prepared, engine) -> PlanRun:
                 run.rejected = failures
                 prep.first_built = (i, failures)
                 return run
+            refuse_failed_plan(run)
             failures.append({"index": i, "name": run.name, "error": run.error})
         first = failures[0]["error"] if failures else "no plan"
         raise Unsupported(name, f"none of the {prep.plan_count} plans built (first: {first})")
@@ -571,8 +612,17 @@ def _pick(prep: Prepared, engine) -> PlanRun:
                        f"{', '.join(f'{i} {n}' for i, n in enumerate(names))}")
     run = execute_plan(prep, indices[0])
     if not run.built:
+        refuse_failed_plan(run)
         raise Unsupported(name, f"plan {indices[0]} ({run.name}) did not build or run: {run.error}")
     return run
+
+
+def refuse_failed_plan(run: PlanRun) -> None:
+    """A plan that failed other than by cuDNN's decline stops the check as an error (the next plan is
+    not tried: a CUDA error or a misused call is no reason to look for another engine)."""
+    if not run.built and not run.declined:
+        call = "execute_plan_at_index" if run.error.startswith("execute:") else "build_plan_at_index"
+        raise FrontendCallFailed(f"{call} (plan {run.index}, {run.name})", run.error.removeprefix("execute: "))
 
 
 def select_indices(count: int, names: list[str], engine) -> list[int]:
@@ -642,12 +692,15 @@ def plan_notes(problem: ConvProblem, heuristics=HEURISTICS) -> tuple[dict, str]:
     the note *filters* do see them. So, per note, a fresh graph with the same plans
     keeps only the plans carrying that note (``select_numeric_notes``), and each
     plan that still builds has it. Returns ({index: [notes]}, a remark)."""
+    import torch
+
     cudnn = fc.import_frontend()
     descs = host_descriptors(problem)
     heur = heur_modes(cudnn, heuristics)
+    handle = _handle(cudnn, torch.cuda.current_device())  # the device's one handle, as every graph here
 
     def fresh():
-        cg = build_graph(cudnn, problem, descs)
+        cg = build_graph(cudnn, problem, descs, handle=handle)
         g = cg.graph
         g.validate()
         g.build_operation_graph()

@@ -84,10 +84,13 @@ def conv_mode(cudnn, mode: str):
     return modes.CROSS_CORRELATION if mode == "xcorr" else modes.CONVOLUTION
 
 
-def new_graph(cudnn, io_type, compute_type, name: str = "convcheck"):
-    """Intermediate (virtual) tensors of fused graphs are kept in the compute type (fp32)."""
+def new_graph(cudnn, io_type, compute_type, name: str = "convcheck", handle=None):
+    """Intermediate (virtual) tensors of fused graphs are kept in the compute type (fp32). ``handle``: the
+    device's one handle, given to every graph that runs (1.23 and 1.32 both take ``handle=``; a 1.23
+    graph made without one creates its own)."""
+    extra = {} if handle is None else {"handle": handle}
     return cudnn.pygraph(
-        name=name, io_data_type=io_type, intermediate_data_type=compute_type, compute_data_type=compute_type
+        name=name, io_data_type=io_type, intermediate_data_type=compute_type, compute_data_type=compute_type, **extra
     )
 
 
