@@ -31,10 +31,13 @@ from convcheck.compare import compare
 from convcheck.fill import make_inputs
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = (parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"),)
+
 def main() -> int:
     # 1. The problem, as a oneDNN benchdnn descriptor: mb=batch, ic/oc=channels,
     #    ih=input height (width copies it), oh=output height, kh=kernel, ph=padding.
-    problem = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    problem = PROBLEMS[0]
     print(f"problem: {problem}  x{list(problem.x_shape)} * w{list(problem.w_shape)} -> y{list(problem.y_shape)}")
     print(f"each output sums {problem.accumulation_depth} products (C*R*S): that sets the tolerance")
 

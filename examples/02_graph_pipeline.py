@@ -25,8 +25,11 @@ from convcheck.backends import cudnn_graph, frontend_compat as fc
 from convcheck.errors import Unsupported
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = (parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"),)
+
 def main() -> int:
-    problem = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    problem = PROBLEMS[0]
     print(f"problem: {problem}")
     try:
         cudnn = fc.import_frontend()

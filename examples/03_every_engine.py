@@ -18,8 +18,11 @@ from convcheck import backends, parse_descriptor
 from convcheck.backends import cudnn_graph, frontend_compat as fc
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = (parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"),)
+
 def main() -> int:
-    problem = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1")
+    problem = PROBLEMS[0]
     print(f"problem: {problem}")
     try:
         fc.import_frontend()

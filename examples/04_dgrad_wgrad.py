@@ -21,13 +21,17 @@ from convcheck import backends, parse_descriptor, run_check
 from convcheck.backends import cudnn_graph, frontend_compat as fc
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+BASE = parse_descriptor("mb4ic32ih28oc64oh14kh3sh2ph1")
+PROBLEMS = tuple(BASE.with_(direction=d) for d in ("dgrad", "wgrad"))
+
 def main() -> int:
-    base = parse_descriptor("mb4ic32ih28oc64oh14kh3sh2ph1")
+    base = BASE
     print(f"problem: {base}")
     cpu_only = backends.unavailable_reason("cudnn", "cuda")
     status = 0
-    for direction in ("dgrad", "wgrad"):
-        p = base.with_(direction=direction)
+    for p in PROBLEMS:
+        direction = p.direction
         print(f"\n{direction}: result {list(p.result_shape)}, accumulation depth {p.accumulation_depth}")
         try:
             fc.import_frontend()

@@ -23,9 +23,12 @@ from convcheck.backends import cudnn_graph, frontend_compat as fc
 from convcheck.problem import layout_from_name
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = (parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", fuse=("bias", "relu"), dtype="fp16",
+                             layout=layout_from_name("nhwc")),)
+
 def main() -> int:
-    problem = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", fuse=("bias", "relu"), dtype="fp16",
-                               layout=layout_from_name("nhwc"))
+    problem = PROBLEMS[0]
     print(f"problem: {problem}")
     try:
         fc.import_frontend()

@@ -19,11 +19,13 @@ from convcheck import backends, parse_descriptor, run_check
 from convcheck.backends import cudnn_graph, frontend_compat as fc
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = tuple(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", layout=layout) for layout in ("ncx", "nxc"))
+
 def main() -> int:
     status = 0
     gpu = backends.unavailable_reason("cudnn", "cuda") is None
-    for layout in ("ncx", "nxc"):
-        p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", layout=layout)
+    for p in PROBLEMS:
         print(f"problem: {p}  ({p.layout_name})")
         try:
             fc.import_frontend()

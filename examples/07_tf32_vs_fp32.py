@@ -23,8 +23,11 @@ from convcheck.compare import compare
 from convcheck.fill import make_inputs
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = (parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"), parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", dtype="tf32"))
+
 def main() -> int:
-    p32 = parse_descriptor("mb8ic64ih28oc64oh28kh3ph1")
+    p32 = PROBLEMS[0]
     print(f"problem: {p32}")
     try:
         fc.import_frontend()

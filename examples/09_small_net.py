@@ -30,6 +30,10 @@ class SmallNet(nn.Module):
         return self.head(self.block(self.stem(x)))
 
 
+#: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
+PROBLEMS = tuple(layer["problem"] for layer in __import__("convcheck.model", fromlist=["conv_layers"]).conv_layers(
+    SmallNet(), (8, 3, 32, 32)))
+
 def main() -> int:
     from convcheck.model import conv_layers
 

@@ -67,10 +67,14 @@ if ! "$vpy" -c "import torch" 2>/dev/null; then
 fi
 "$vpy" -m pip install -q -e "$target"
 
-if [ "$mode" = tests ] && [ ! -d .venv/frontend-1.23/cudnn ]; then
-  # A second cudnn-frontend release for the graph-construction test of two releases
-  # (tests/test_cudnn_graph_cpu.py). Optional: skipped if unavailable.
-  "$vpy" -m pip install -q --no-deps --target .venv/frontend-1.23 "nvidia-cudnn-frontend==1.23.0" \
-    || echo "setup: nvidia-cudnn-frontend 1.23.0 is not available for this Python; that test will skip" >&2
+if [ "$mode" = tests ]; then
+  # Every other supported cudnn-frontend release, for the graph-construction tests of every release
+  # (tests/test_frontend_releases.py; 1.23.0, the oldest, also serves tests/test_cudnn_graph_cpu.py).
+  # About 18 MB each. Optional: a release that is not available is skipped, and said.
+  for v in 1.23.0 1.24.1 1.25.0 1.26.0 1.27.0 1.28.0 1.29.1 1.30.0 1.31.0; do
+    [ -d ".venv/frontends/$v/cudnn" ] && continue
+    "$vpy" -m pip install -q --no-deps --target ".venv/frontends/$v" "nvidia-cudnn-frontend==$v" \
+      || echo "setup: nvidia-cudnn-frontend $v is not available for this Python; its test will skip" >&2
+  done
 fi
 "$vpy" -m convcheck --version

@@ -74,18 +74,25 @@ def run_cli(*args, cwd=None, env=None):
                           cwd=cwd, env=full_env, timeout=600)
 
 
-ALT_FRONTEND = Path(os.environ.get("CONVCHECK_ALT_FRONTEND", REPO / ".venv" / "frontend-1.23"))
+#: Where scripts/setup.sh --tests puts the other supported cudnn-frontend releases, one folder each.
+FRONTENDS = REPO / ".venv" / "frontends"
+ALT_FRONTEND = Path(os.environ.get("CONVCHECK_ALT_FRONTEND", FRONTENDS / "1.23.0"))
 
 
 def run_on_alt_frontend(code: str) -> dict:
     """Run ``code`` (which prints one JSON object) with the second cudnn-frontend release
     (scripts/setup.sh --tests installs 1.23.0 there) first on the path; skip if it is absent."""
+    if not (ALT_FRONTEND / "cudnn").is_dir():
+        pytest.skip(f"no second cudnn-frontend at {ALT_FRONTEND} (scripts/setup.sh --tests installs 1.23.0 there)")
+    return run_on_frontend(ALT_FRONTEND, code)
+
+
+def run_on_frontend(folder: Path, code: str) -> dict:
+    """Run ``code`` (which prints one JSON object) with the cudnn-frontend in ``folder`` first on the path."""
     import json
     import subprocess
 
-    if not (ALT_FRONTEND / "cudnn").is_dir():
-        pytest.skip(f"no second cudnn-frontend at {ALT_FRONTEND} (scripts/setup.sh --tests installs 1.23.0 there)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ALT_FRONTEND), str(REPO)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

@@ -250,11 +250,19 @@ class FrontendCallFailed(RuntimeError):
 
 def declines(cudnn, error: BaseException) -> bool:
     """Whether ``error`` is cuDNN declining the graph: the frontend's ``cudnnGraphNotSupportedError``
-    (upstream's own tests catch only it), or a status that says not supported."""
+    (upstream's own tests catch only it), or a status that says not supported. A decline whose text
+    names only other cuDNN statuses is not one: frontends 1.27 to 1.29 wrap a failure to load cuDNN's
+    engines (CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED: a broken environment) in the decline's class."""
+    import re
+
+    text = str(error)
+    statuses = re.findall(r"CUDNN_STATUS_[A-Z_]+", text)
+    if statuses and not any(s in text for s in DECLINING_STATUSES):
+        return False
     not_supported = getattr(cudnn, "cudnnGraphNotSupportedError", None)
     if not_supported is not None and isinstance(error, not_supported):
         return True
-    return isinstance(error, RuntimeError) and any(s in str(error) for s in DECLINING_STATUSES)
+    return isinstance(error, RuntimeError) and any(s in text for s in DECLINING_STATUSES)
 
 
 def _stage(what: str, fn, *args, cudnn=None):

@@ -1,7 +1,9 @@
 """Every difference between cudnn-frontend releases that convcheck depends on.
 
 Supported: nvidia-cudnn-frontend 1.23 to 1.32 (``SUPPORTED``). Graph construction
-is tested on 1.23.0 and 1.32.0; execution was run on a GPU with 1.32.0.
+is tested on every release from 1.23.0 to 1.32.0 (tests/test_frontend_releases.py: every kind of
+problem and every example's graph, the same on each, and the failures classified alike); execution
+was run on a GPU with 1.32.0 only.
 
 What differs, and how it is handled here (nowhere else):
 
@@ -16,6 +18,14 @@ What differs, and how it is handled here (nowhere else):
   pointers (ints), which every release accepts.
 * The plan-at-index calls segfault on a graph with no plans in 1.23, so callers
   check ``get_execution_plan_count() > 0`` first (``plan_count``).
+* A fused graph's virtual intermediate has no dims until ``validate()`` up to 1.26; from
+  1.27 the frontend infers them when the graph is built (with NCHW strides, whatever the
+  layout: the tensor never reaches memory). convcheck describes neither.
+* A node's ports print by tensor name up to 1.26 and by port name (image, weight) from 1.27.
+* 1.27 to 1.29 raise ``cudnnGraphNotSupportedError`` for a failure to load cuDNN's engines
+  (CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED): ``cudnn_graph.declines`` reads the status, so that
+  is an error, not a declined graph.
+* ``pygraph(handle=)`` is taken by every release; a 1.23 graph made without one creates its own.
 """
 
 from __future__ import annotations
