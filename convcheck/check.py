@@ -188,6 +188,9 @@ class CheckResult:
     algorithm: str | None = None  # what your function declared it computes by (convcheck.fast_bound), None: direct
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.rounding), as asked
     level: str | None = None  # how given data was judged: probable or rigorous (convcheck.probable); None: own fill
+    #: the cuDNN plan asked for (--engine), by the name of the plan that ran: an index picks another plan
+    #: under another frontend release (1.32 drops duplicate (engine, knobs) pairs), a name the same one
+    engine_pinned: str | None = None
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
     magnitudes: Any = None  # what that bound was built from, where the caller asks (judge_given); not serialised
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
@@ -248,6 +251,8 @@ class CheckResult:
             rec["contract"] = self.contract
         if self.level:  # given data's level: part of the record's key (a rigorous and a probable verdict differ)
             rec["level"] = self.level
+        if self.engine_pinned:  # rerun and shrink run this plan again, by name
+            rec["engine_pinned"] = self.engine_pinned
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
             rec.update(engine=self.backend_info.get("engine"), engine_index=self.backend_info.get("plan_index"),
                        judged_as=self.judged_as)
@@ -576,6 +581,8 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
             planted = plants.apply(plant, problem, inputs)
             stages.enter("execute")  # cuDNN says build and plan first (convcheck.backends.cudnn_graph)
             ours, result.backend_info = run_under_test(plan, problem, inputs, planted, options)
+            if engine is not None:
+                result.engine_pinned = str(result.backend_info.get("engine") or engine)
             if planted.compute is not None:
                 result.backend_info["implementation"] = f"planted: {plant}"
             clock.mark("under_test")

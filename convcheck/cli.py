@@ -17,7 +17,7 @@ from .bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from .check import STORED_REFERENCES
 from .engines import ENGINE_REFERENCES
 from .options import (add_check_options, add_problem_options, at_least as _at_least, options as check_options,
-                      problem_overrides, seconds as _seconds, size as _size, spec_from_args)
+                      problem_overrides, refuse_plan_index, seconds as _seconds, size as _size, spec_from_args)
 from .rounding import CONTRACTS, DEFAULT_CONTRACT
 from .space import DEFAULT_SPACE
 
@@ -466,6 +466,7 @@ def _run_items(args, items) -> int:
     from .judging import declared
 
     spec = spec_from_args(args, data="given" if getattr(args, "data", "random") == "activations" else "random")
+    refuse_plan_index(spec)
     declared(spec.algorithm, spec.backend, spec.plant, spec.bound, spec.reference)  # once, before any check: not a record each
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
     executor = make_executor(args.jobs, args.gpus, args.ray)
@@ -618,6 +619,7 @@ def cmd_hunt(args) -> int:
     overrides = problem_overrides(args)
     draw(space, args.seed, 0, max_macs=args.max_macs, **overrides)  # a space that gives no problem is said before any output
     spec = spec_from_args(args)
+    refuse_plan_index(spec)
     if spec.engine:
         spec = spec.replace(backend="cudnn")
     from .judging import declared

@@ -268,6 +268,15 @@ def heuristics(text: str | None):
     return names
 
 
+def refuse_plan_index(spec) -> None:
+    """A campaign (sweep, model, hunt) pins a cuDNN plan by name: an index is another plan under another
+    frontend release, and its records are compared across releases."""
+    if spec.engine is not None and str(spec.engine).strip().isdigit():
+        raise BadInput(f"{spec.engine}: a plan's index changes between cuDNN and frontend releases (1.32 drops "
+                       "duplicate engine and knob pairs), and these records are compared across them: give the "
+                       "plan's name, as 'convcheck engines DESCRIPTOR' lists it", option="engine")
+
+
 def spec_from_args(args, problem=None, data: str = "random"):
     """The :class:`~convcheck.spec.CheckSpec` a command line describes (its problem, if one is given).
     ``data``: "random" (convcheck draws the inputs) or "given" (a model's activations): a choice that

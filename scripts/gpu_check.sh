@@ -1,15 +1,54 @@
 #!/usr/bin/env bash
-# The GPU check, on a CUDA machine with no network.
-#   bash scripts/gpu_check.sh WHEEL_DIR LOG_DIR
-# Installs every wheel in WHEEL_DIR (e.g. nvidia-cudnn-frontend) into a private
-# folder without touching the network (--no-index), then runs the GPU tests and
-# scripts/gpu_check.py, which prints the table. Logs go to LOG_DIR.
+# Every GPU check of the project in one run of at most 10 minutes, ending in one table.
+#   bash scripts/gpu_check.sh [WHEEL_DIR] [LOG_DIR]     run it (on a CUDA machine; no network needed)
+#   bash scripts/gpu_check.sh --plan                    print the steps and their time limits, run nothing
+# Installs every wheel in WHEEL_DIR (e.g. nvidia-cudnn-frontend) into a private folder without the
+# network (--no-index), then runs each step under its own time limit: the examples, check, sweep,
+# engines, shrink and repro on cuDNN, the GPU tests, the torch64 reference's speed, and the runtimes
+# on CUDA where they are installed. A step whose limit would pass the 570 s deadline is not started
+# (said as such). Each step's output goes to LOG_DIR/STEP.txt; the table to LOG_DIR/table.md.
 # Expects python3 with torch (CUDA), CuPy and nvidia-cudnn-cu12/13 already there.
 set -u -o pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+plan_only=""
+[ "${1:-}" = "--plan" ] && { plan_only=1; shift; }
 wheels="${1:-$repo/.whl}"
 logs="${2:-$repo/gpu-logs}"
 py="${PYTHON:-python3}"
+deadline="${GPU_CHECK_DEADLINE:-570}"  # seconds; a shorter one for the test of this script (tests/test_gpu_check_script.py)
+cd "$repo"
+
+# name | seconds | command (run by bash from the repository root, $py and $logs set)
+steps=(
+  "env|20|\$py -m convcheck env && (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo \"nvidia-smi: none here\")"
+)
+for f in examples/[0-9]*.py; do
+  steps+=("example $(basename "$f" .py)|40|\$py $f")
+done
+steps+=(
+  "check lesson on cuDNN|40|\$py -m convcheck check mb2ic16ih14oc8oh14kh3ph1 --backend cudnn --json --save-lesson \$logs/lesson > \$logs/check.json && \$py -m convcheck lesson \$logs/lesson"
+  "sweep resnet_50 mb8 fp32 and fp16|90|\$py -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --backend cudnn --out \$logs/sweep.jsonl --quiet && \$py -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --backend cudnn --out \$logs/sweep16.jsonl --quiet"
+  "engines res2a_branch2b fp16|60|\$py -m convcheck engines mb8ic64ih56oc64oh56kh3ph1 --dtype fp16"
+  "shrink a planted cuDNN failure|60|\$py -m convcheck sweep mb8ic64ih28oc64oh28kh3ph1 --backend cudnn --plant padding --out \$logs/planted.jsonl --quiet; [ \$? -eq 1 ] && \$py -m convcheck shrink \$logs/planted.jsonl --index 1 --budget 40 --out \$logs/shrunk.jsonl; [ \$? -eq 1 ]"
+  "repro of a cuDNN record|60|\$py -m convcheck repro \$logs/sweep.jsonl --index 1 -o \$logs/repro.py && \$py \$logs/repro.py"
+  "every dtype and direction on cuDNN (gpu_check.py)|90|\$py scripts/gpu_check.py --out \$logs"
+  "rerun of a cuDNN record|30|\$py -m convcheck rerun \$logs/sweep.jsonl --index 2"
+  "torch64 reference speed (sweep_throughput)|90|\$py benchmarks/sweep_throughput.py --repeat 2"
+  "runtimes on CUDA|20|\$py -c 'import importlib.util as u; found=[m for m in (\"jax\", \"onnxruntime\", \"openvino\") if u.find_spec(m)]; print(\"runtimes installed:\", found or \"none (no runtime backend is checked yet)\")'"
+  "GPU tests (pytest -m gpu)|150|\$py -m pytest -m gpu tests -q -p no:cacheprovider -x"
+)
+
+if [ -n "$plan_only" ]; then
+  total=0
+  for s in "${steps[@]}"; do
+    IFS='|' read -r name limit _ <<< "$s"
+    echo "$limit s  $name"
+    total=$((total + limit))
+  done
+  echo "total of the limits: $total s (deadline $deadline s)"
+  exit 0
+fi
+
 mkdir -p "$logs"
 site="$(mktemp -d)"
 if compgen -G "$wheels/*.whl" >/dev/null; then
@@ -18,59 +57,31 @@ if compgen -G "$wheels/*.whl" >/dev/null; then
 else
   echo "gpu_check: no wheels in $wheels; using what $py already has" >&2
 fi
-export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONUNBUFFERED=1
-cd "$repo"
+export PYTHONPATH="$site:$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 py logs
+
+start=$SECONDS
 status=0
-echo "== environment" | tee "$logs/env.txt"
-timeout 120 "$py" -m convcheck env 2>&1 | tee -a "$logs/env.txt" || status=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee -a "$logs/env.txt"
-echo "== GPU tests"
-timeout 240 "$py" -m pytest -m gpu tests -q -p no:cacheprovider 2>&1 | tee "$logs/pytest_gpu.txt" || status=1
-echo "== GPU check table"
-timeout 240 "$py" scripts/gpu_check.py --out "$logs" 2>&1 | tee "$logs/gpu_check.txt" || status=1
-echo "== GPU sweep (shapes_resnet_50, batch 8, fp32 and fp16)"
-for dt in fp32 fp16; do
-  timeout 150 "$py" -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype "$dt" \
-    --out "$logs/sweep.jsonl" --quiet 2>&1 | tee -a "$logs/sweep_summary.txt"
-  rc=${PIPESTATUS[0]}
-  [ "$rc" -eq 0 ] || status=1
-done
-timeout 120 "$py" -m convcheck report "$logs/sweep.jsonl" --html "$logs/sweep.html" --pictures 3 || status=1
-echo "== GPU sweep of every engine (two resnet-50 layers, batch 8, fp16)"
-timeout 150 "$py" -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --match 'res2a_branch2[ab]' \
-  --all-engines --out "$logs/sweep_engines.jsonl" --quiet 2>&1 | tee "$logs/sweep_engines_summary.txt" || status=1
-echo "== examples on the GPU"
-for f in examples/*.py; do
-  case "$(basename "$f")" in _*) continue ;; esac  # a helper the examples share, not an example (as in the tests)
-  timeout 60 "$py" "$f" > "$logs/example_$(basename "$f" .py).txt" 2>&1
+table="| step | result | seconds | last line |\n|---|---|---|---|\n"
+for s in "${steps[@]}"; do
+  IFS='|' read -r name limit cmd <<< "$s"
+  file="$logs/$(echo "$name" | tr -c 'A-Za-z0-9_\n-' '_').txt"
+  if [ $((SECONDS - start + limit)) -gt "$deadline" ]; then
+    table+="| $name | not started: the ${deadline} s deadline | - | - |\n"
+    status=1
+    continue
+  fi
+  t0=$SECONDS
+  timeout "$limit" bash -c "$cmd" > "$file" 2>&1
   rc=$?
-  echo "$(basename "$f"): exit $rc" | tee -a "$logs/examples.txt"
-  [ $rc -eq 0 ] || status=1
+  case $rc in
+    0) result="ok" ;;
+    124|137) result="TIMEOUT after ${limit} s"; status=1 ;;
+    *) result="FAILED (exit $rc)"; status=1 ;;
+  esac
+  last="$(grep -v '^\s*$' "$file" | tail -n 1 | cut -c1-140 | tr '|' '/')"
+  table+="| $name | $result | $((SECONDS - t0)) | $last |\n"
+  echo "gpu_check: $name: $result ($((SECONDS - t0)) s)" >&2
 done
-echo "== reproducer scripts (convcheck graph ... --python), one per direction, dtype and fusion"
-mkdir -p "$logs/repro"
-for spec in "fprop fp32 -" "dgrad fp32 -" "wgrad fp32 -" "fprop tf32 -" "fprop fp16 -" "fprop bf16 -" \
-            "dgrad fp16 -" "wgrad bf16 -" "fprop fp32 bias,relu" "fprop fp16 bias,gelu"; do
-  set -- $spec
-  name="repro_${1}_${2}_${3//,/_}"
-  fuse=(); [ "$3" = "-" ] || fuse=(--fuse "$3")
-  "$py" -m convcheck graph mb8ic64ih28oc64oh28kh3ph1 --direction "$1" --dtype "$2" "${fuse[@]}" --python > "$logs/repro/$name.py"
-  timeout 60 "$py" "$logs/repro/$name.py" > "$logs/repro/$name.txt" 2>&1
-  rc=$?
-  echo "$name: exit $rc: $(grep -E '^(engine|PASS|FAIL)' "$logs/repro/$name.txt" | tr '\n' ' ')" | tee -a "$logs/repro_summary.txt"
-  [ $rc -eq 0 ] || status=1
-done
-echo "== GPU sweep speed at batch 32, from the sweep's own records (benchmarks/sweep_throughput.py)"
-timeout 200 "$py" benchmarks/sweep_throughput.py --repeat 2 2>&1 | tee "$logs/sweep_throughput.txt" || status=1
-echo "== comparison speed against reading both outputs (benchmarks/compare_speed.py)"
-timeout 120 "$py" benchmarks/compare_speed.py 2>&1 | tee "$logs/compare_speed.txt" || status=1
-# VGG-16 at batch 8 and 32: the part of the grid the CPU could not run (README "Fast algorithms").
-# Stopped at 150 s, the benchmark prints the tables of the problems that finished, and says so.
-echo "== fast algorithms on the GPU (benchmarks/fast_algorithms.py --device cuda: VGG-16's 3x3 layers at batch 8 and 32)"
-timeout 150 "$py" benchmarks/fast_algorithms.py --device cuda --nets vgg_16 --mb 8,32 --max-macs 1e11 \
-  > "$logs/fast_algorithms.md" 2> "$logs/fast_algorithms_progress.txt"
-rc=$?
-tail -n 30 "$logs/fast_algorithms.md" "$logs/fast_algorithms_progress.txt"
-[ $rc -eq 0 ] || status=1
+printf "%b" "$table" | tee "$logs/table.md"
+echo "gpu_check: $((SECONDS - start)) s in all; logs in $logs"
 exit $status

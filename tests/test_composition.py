@@ -245,3 +245,9 @@ def test_a_file_written_before_contracts_and_levels_were_keyed_still_resumes_dif
     assert "reproduced exactly" in cli(capfd, "rerun", old, "--index", "1")[2]
     fp32 = cli(capfd, *args, "--contract", "fp32", "--out", old, "--resume")  # another check: not skipped
     assert fp32[0] == 1 and "skipped 0" in fp32[1] and len(old.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("command", [("sweep", BASE, "--out"), ("hunt", "--space", SPACE, "--out")])
+def test_a_campaign_pins_a_cudnn_plan_by_name_never_by_index(command, tmp_path, capfd):
+    code, _, err = cli(capfd, *command, tmp_path / "r.jsonl", "--engine", "3")
+    assert _one_line_refusal(code, err) and "--engine: 3: a plan's index changes between" in err, err
