@@ -33,7 +33,7 @@ def describe() -> str:
     half = ("slow kernels (oneDNN switched off)" if switched else
             ", ".join(f"{t}: {'oneDNN' if ok else 'slow kernels (no oneDNN ' + t + ' on this CPU)'}"
                       for t, ok in (("fp16", fp16), ("bf16", bf16))))
-    from convcheck.environment import cpu_facts
+    from convcheck.check.environment import cpu_facts
 
     cpu = cpu_facts()
     return f"torch {torch.__version__}, CPU {cpu['cpu']} ({cpu.get('cpu (torch)', '?')}); half precision: {half}"

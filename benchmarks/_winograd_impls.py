@@ -1,6 +1,6 @@
 """Correct fast convolutions with torch's signatures, for benchmarks/fast_algorithms.py: Winograd
 F(m x m, 3x3) by a published point set, and the FFT at the padded map's size or at the next powers of
-two, each in fp32 (convcheck.winograd, convcheck.fft, checked against float64 in tests/test_winograd.py),
+two, each in fp32 (convcheck.numerics.winograd, convcheck.numerics.fft, checked against float64 in tests/test_winograd.py),
 called by convcheck as your function would be (``--backend FILE.py:NAME``)."""
 
 from __future__ import annotations

@@ -36,13 +36,13 @@ def main() -> int:
 
     from _timing import median_time
 
-    from convcheck.backends import torch64, torch_conv
-    from convcheck.bound import ExactBound
-    from convcheck.judging import make_bound
-    from convcheck.compare import compare
-    from convcheck.fill import make_inputs
-    from convcheck.magnitudes import compute as magnitudes
-    from convcheck.math_mode import torch_conv_math
+    from convcheck.check.backends import torch64, torch_conv
+    from convcheck.numerics.bound import ExactBound
+    from convcheck.check.judging import make_bound
+    from convcheck.check.compare import compare
+    from convcheck.check.fill import make_inputs
+    from convcheck.numerics.magnitudes import compute as magnitudes
+    from convcheck.base.math_mode import torch_conv_math
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int)

@@ -14,7 +14,7 @@ layers, below), in fprop, dgrad and wgrad, fp32 and fp16, at the batches asked:
     or the FFT's; both against the float64 reference); each visible one must fail.
 Errors are max|answer - float64 reference|. Problems over --max-macs are left out, and said. A bound's
 magnitudes depend on the inputs and the algorithm, not on the function judged, so the plants of F(4,3) and
-fft_pow2 after fft take them from the checks before (convcheck.fast_bound.RECENT), as any run of checks does.
+fft_pow2 after fft take them from the checks before (convcheck.numerics.fast_bound.RECENT), as any run of checks does.
 
 Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,32] [--layers N|I-J]
        [--dtypes fp32,fp16] [--max-macs 2e10] [--impls f4_lavin,fft,...] [--plants fft-wraparound,...]
@@ -44,11 +44,11 @@ from _checks import checked  # noqa: E402
 from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 
 from convcheck import winograd  # noqa: E402
-from convcheck.errors import BadInput  # noqa: E402
-from convcheck.memory import TooLarge  # noqa: E402
+from convcheck.base.errors import BadInput  # noqa: E402
+from convcheck.check.memory import TooLarge  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
-from convcheck.sweep import collect  # noqa: E402
-from convcheck.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
+from convcheck.campaign.sweep import collect  # noqa: E402
+from convcheck.check.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 #: The correct implementation a plant's error is measured against: the one it is a bug of.
@@ -125,7 +125,7 @@ class Tally:
         if self.cost:
             lines += ["\nWhat each algorithm's bound costs: its checks' stage times (run_check's own clock), summed over "
                       "the problems, against the float64 reference the same checks computed (a bound an earlier check of "
-                      "the same inputs computed is kept, convcheck.fast_bound.RECENT: fft_pow2 after fft pays a digest)\n",
+                      "the same inputs computed is kept, convcheck.numerics.fast_bound.RECENT: fft_pow2 after fft pays a digest)\n",
                       COST_HEAD,
                       "|---|---|---:|---:|---:|---:|"]
             for name, t in self.cost.items():
@@ -397,7 +397,7 @@ def _problem(net, p, mb, impls, plants, where) -> tuple[Tally, list]:
             row["alarms"] += 1
             alarms.append(f"{label(p, mb)} {name}: {r.status} {ratio:.3g} {r.message}")
         # its plants next, while the bound they share with it is the newest kept one
-        # (convcheck.fast_bound.RECENT: at batch 32 one VGG-16 bound fills most of it)
+        # (convcheck.numerics.fast_bound.RECENT: at batch 32 one VGG-16 bound fills most of it)
         for bug in (b for b in plants if PEER[algorithm_of(b)] == name):
             try:
                 r, e = checked(p, backend="torch", plant=bug, **where)

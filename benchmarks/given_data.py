@@ -42,12 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _paths  # noqa: E402
 
 from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close  # noqa: E402
-from convcheck.backends import im2col, torch64  # noqa: E402
+from convcheck.check.backends import im2col, torch64  # noqa: E402
 from convcheck.check import check_stored_output  # noqa: E402
-from convcheck.fill import ConvInputs  # noqa: E402
-from convcheck.plant import fp16_accumulation  # noqa: E402
+from convcheck.check.fill import ConvInputs  # noqa: E402
+from convcheck.check.plant import fp16_accumulation  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
-from convcheck.summation import element_terms  # noqa: E402
+from convcheck.numerics.summation import element_terms  # noqa: E402
 
 # Depths of ResNet-50's layers. fprop/dgrad: n = channels x taps (few outputs, the layer's
 # reduction); wgrad: n = batch x output pixels (batch 1 to 64).

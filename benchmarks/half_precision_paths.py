@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _paths  # noqa: E402
 from _checks import checked  # noqa: E402
 
-from convcheck.sweep import collect  # noqa: E402
+from convcheck.campaign.sweep import collect  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PLANTS = ("element", "fp16-accumulation")

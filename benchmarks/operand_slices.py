@@ -1,6 +1,6 @@
 """What a smaller operand slice costs a declared Winograd check: the same check (one problem, one seed,
 your algorithm's correct implementation from benchmarks/_winograd_impls.py) with its bound's left operand
-whole and in each smaller slice the memory estimate can give it (convcheck.memory.smaller_operand_slices),
+whole and in each smaller slice the memory estimate can give it (convcheck.check.memory.smaller_operand_slices),
 against the whole one (its peer, measured in the same run).
 
 Each size runs in a fresh process through ``run_check`` with ``max_memory`` at that size's estimate, so
@@ -12,7 +12,7 @@ change the time, not the values).
 
 Which checks have a left operand to slice: fprop and dgrad with many channels (the transformed filters,
 K x C x alpha^2: VGG-16's conv4_2 and conv5_x in F(4,3) and F(6,3)). wgrad sums in chunks of its images
-and tiles instead (convcheck.winograd.along_s) and transforms nothing whole, so it has none.
+and tiles instead (convcheck.numerics.winograd.along_s) and transforms nothing whole, so it has none.
 
 Usage: python benchmarks/operand_slices.py [--problem DESCRIPTOR] [--direction fprop]
        [--algorithm winograd:6:lavin] [--dtype fp32]  (default: VGG-16 conv4_2's shape at batch 2, fprop, F(6,3))
@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO))
 import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 
 from convcheck import memory  # noqa: E402
-from convcheck.errors import BadInput  # noqa: E402
-from convcheck.fast_bound import parse_algorithm  # noqa: E402
+from convcheck.base.errors import BadInput  # noqa: E402
+from convcheck.numerics.fast_bound import parse_algorithm  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 
 IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
@@ -54,7 +54,7 @@ def one(problem, algorithm: str, size: int | None) -> dict:
     alg = parse_algorithm(algorithm)
     impl = f"{IMPLS}:f{alg.m}_{alg.who or 'lavin'}_{problem.direction}"
     limit = memory.estimate(problem, "numpy", alg, size, data="random")  # what this random-fill check asks
-    from convcheck.fast_bound import RECENT
+    from convcheck.numerics.fast_bound import RECENT
 
     small = problem.with_(mb=1, input=tuple(min(d, 16) for d in problem.input))  # not this problem's bound
     run_check(small, backend=impl, reference="numpy", algorithm=algorithm)

@@ -11,7 +11,7 @@ Correct answers (every one must pass):
     (x = 0.1, w = 1, summed in order: correlated rounding errors), non-negative, subnormal
     products (x, w scaled by 2^-70) and large values, on random problems and deep ones.
 Planted bugs:
-  * every bug of convcheck.plant on --bug-problems random problems, where it applies and
+  * every bug of convcheck.check.plant on --bug-problems random problems, where it applies and
     visibly changes the answer (effect >= 1e-3 of max|y|; precision bugs at any effect);
   * tf32-inputs, bf16-inputs, fp16-accumulation and one operand alone rounded to TF32, bf16
     or fp8 (tf32/bf16/fp8-weights) in fp32 checks of every layer of
@@ -45,12 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _paths  # noqa: E402
 
 from convcheck import run_check  # noqa: E402
-from convcheck.bound import resolve  # noqa: E402
-from convcheck.errors import BadInput  # noqa: E402
-from convcheck.fill import ConvInputs, make_inputs  # noqa: E402
-from convcheck.plant import BUGS, applies, effect  # noqa: E402
+from convcheck.numerics.bound import resolve  # noqa: E402
+from convcheck.base.errors import BadInput  # noqa: E402
+from convcheck.check.fill import ConvInputs, make_inputs  # noqa: E402
+from convcheck.check.plant import BUGS, applies, effect  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
-from convcheck.random_problems import random_problems  # noqa: E402
+from convcheck.problem.random_problems import random_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BOUNDS = ("auto", "elementwise", "exact", "lesson")

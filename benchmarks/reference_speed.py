@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _timing import median_time as timed  # noqa: E402
-from convcheck.backends import numpy_ref, torch_conv  # noqa: E402
-from convcheck.fill import make_inputs  # noqa: E402
+from convcheck.check.backends import numpy_ref, torch_conv  # noqa: E402
+from convcheck.check.fill import make_inputs  # noqa: E402
 from convcheck.problem import parse_descriptor, read_batch_file  # noqa: E402
 
 EXTRA = [

@@ -37,9 +37,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from convcheck.backends.user_function import call_for  # noqa: E402
+from convcheck.check.backends.user_function import call_for  # noqa: E402
 from convcheck.cli import main as cli  # noqa: E402
-from convcheck.hunt import trigger  # noqa: E402
+from convcheck.campaign.hunt import trigger  # noqa: E402
 from convcheck.problem import parse_descriptor, read_batch_file  # noqa: E402
 
 BUGS = REPO / "examples" / "shape_bugs.py"
@@ -57,7 +57,7 @@ def _rows(p) -> str:
     return p.axis_names[0 if p.ndim == 1 else p.ndim - 2]
 
 
-#: What each bug's smallest problem has above the least one (convcheck.hunt.trigger), per problem dimension
+#: What each bug's smallest problem has above the least one (convcheck.campaign.hunt.trigger), per problem dimension
 TRIGGER = {
     "odd_width_stride2": lambda p: {f"s{p.axis_names[-1]}": 2},
     "odd_group_channels": lambda p: {"groups": 2},
@@ -166,7 +166,7 @@ def part_padding(args, tmp: Path) -> None:
     argv = ["sweep", *[a for f in lists for a in ("--batch", f)], "--mb", 1, "--backend", f"{BUGS}:shifted_padding",
             "--jobs", args.jobs, "--out", out, "--quiet"]
     _, _, _, seconds = run(*argv)
-    from convcheck.records import problem_from_record
+    from convcheck.campaign.records import problem_from_record
 
     tally: dict = {}
     for line in out.read_text().splitlines():

@@ -47,12 +47,12 @@ import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin befo
 import torch  # noqa: E402
 
 from _timing import median_time  # noqa: E402
-from convcheck.backends import torch64, torch_conv  # noqa: E402
+from convcheck.check.backends import torch64, torch_conv  # noqa: E402
 from convcheck.cli import main as convcheck_main  # noqa: E402
-from convcheck.fill import make_inputs  # noqa: E402
-from convcheck.math_mode import torch_conv_math  # noqa: E402
+from convcheck.check.fill import make_inputs  # noqa: E402
+from convcheck.base.math_mode import torch_conv_math  # noqa: E402
 from convcheck import dtypes  # noqa: E402
-from convcheck.records import problem_from_record  # noqa: E402
+from convcheck.campaign.records import problem_from_record  # noqa: E402
 
 STAGES = ("fill", "under_test", "reference", "magnitudes", "compare")
 
@@ -74,7 +74,7 @@ def sweep(args, out: Path, isolated: bool = True) -> float:
 @contextlib.contextmanager
 def inline_checks(on: bool):
     """The sweep command with its checks run in this process instead of a supervised worker."""
-    from convcheck import sweep as sweep_module
+    from convcheck.campaign import sweep as sweep_module
 
     saved = sweep_module.make_executor
     if on:

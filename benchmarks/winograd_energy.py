@@ -27,9 +27,9 @@ import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin befo
 import torch  # noqa: E402
 
 from convcheck import energy_kernels, fast_bound, winograd  # noqa: E402
-from convcheck.backends import numpy_ref  # noqa: E402
-from convcheck.errors import BadInput  # noqa: E402
-from convcheck.fill import make_inputs  # noqa: E402
+from convcheck.check.backends import numpy_ref  # noqa: E402
+from convcheck.base.errors import BadInput  # noqa: E402
+from convcheck.check.fill import make_inputs  # noqa: E402
 from convcheck.problem import parse_descriptor  # noqa: E402
 from fast_algorithms import layer_range, layers  # noqa: E402
 

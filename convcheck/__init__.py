@@ -27,11 +27,17 @@ import os as _os
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # OpenBLAS: sleep after 2^4 cycles, not 2^28
 _os.environ.setdefault("GOMP_SPINCOUNT", "0")  # libgomp (torch's OpenMP): yield the core at once
 
-from .problem import ConvProblem, parse_descriptor, read_batch_file  # noqa: E402
-from .check import CheckResult, run_check  # noqa: E402
-from .assertions import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close  # noqa: E402
-from .function_check import assert_conv_function, check_conv_function  # noqa: E402
+from ._moved import install as _install_moved  # noqa: E402
+
+_install_moved()  # convcheck.sweep, convcheck.bound...: the module paths from before the layers, still importable
+
+from .problem.descriptor import ConvProblem, parse_descriptor, read_batch_file  # noqa: E402
+from .check.pipeline import CheckResult, run_check  # noqa: E402
+from .api.assertions import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close  # noqa: E402
+from .api.function_check import assert_conv_function, check_conv_function  # noqa: E402
+from .check.pipeline import run_spec  # noqa: E402
+from .check.spec import CheckSpec  # noqa: E402
 
 __all__ = ["ConvProblem", "parse_descriptor", "read_batch_file", "run_check", "CheckResult", "assert_conv_close",
            "assert_conv_input_grad_close", "assert_conv_weight_grad_close", "check_conv_function",
-           "assert_conv_function", "__version__"]
+           "assert_conv_function", "CheckSpec", "run_spec", "__version__"]

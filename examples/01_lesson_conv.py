@@ -24,11 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 import numpy as np
 
-from convcheck import backends, layout, parse_descriptor
-from convcheck.backends import frontend_compat as fc
-from convcheck.bound import LessonBound
-from convcheck.compare import compare
-from convcheck.fill import make_inputs
+from convcheck.check import backends
+from convcheck.base import layout
+from convcheck import parse_descriptor
+from convcheck.check.backends import frontend_compat as fc
+from convcheck.numerics.bound import LessonBound
+from convcheck.check.compare import compare
+from convcheck.check.fill import make_inputs
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -90,7 +92,7 @@ def main() -> int:
     #      and hands Y to torch with torch.from_dlpack (same memory, checked below).
     import torch
 
-    from convcheck.backends import cudnn_graph, torch_conv
+    from convcheck.check.backends import cudnn_graph, torch_conv
 
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):  # cuDNN, CuPy and torch all run on this one stream

@@ -20,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import backends, parse_descriptor
-from convcheck.backends import cudnn_graph, frontend_compat as fc
-from convcheck.errors import Unsupported
+from convcheck.check import backends
+from convcheck import parse_descriptor
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc
+from convcheck.base.errors import Unsupported
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -46,7 +47,7 @@ def main() -> int:
 
     import torch
 
-    from convcheck.fill import make_inputs
+    from convcheck.check.fill import make_inputs
 
     g = built.graph
     with torch.cuda.stream(torch.cuda.Stream()):

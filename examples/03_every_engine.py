@@ -14,8 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import backends, parse_descriptor
-from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.check import backends
+from convcheck import parse_descriptor
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -34,7 +35,7 @@ def main() -> int:
     if reason:
         print(f"listing and running engines needs a GPU: {reason}")
         return 0
-    from convcheck.engines import check_engines, format_table
+    from convcheck.check.engines import check_engines, format_table
 
     results, context = check_engines(problem, repeat=3, timing_runs=5)  # one CheckResult per plan
     print(f"{context['plan_count']} plans; {context['notes_remark']}")

@@ -17,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import backends, parse_descriptor, run_check
-from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.check import backends
+from convcheck import parse_descriptor, run_check
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).

@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import backends, parse_descriptor, run_check
-from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.check import backends
+from convcheck import parse_descriptor, run_check
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 from convcheck.problem import layout_from_name
 
 

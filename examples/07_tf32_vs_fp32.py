@@ -15,12 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import backends, parse_descriptor
-from convcheck.backends import cudnn_graph, frontend_compat as fc
-from convcheck.judging import make_bound
+from convcheck.check import backends
+from convcheck import parse_descriptor
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc
+from convcheck.check.judging import make_bound
 from convcheck.check import abs_conv
-from convcheck.compare import compare
-from convcheck.fill import make_inputs
+from convcheck.check.compare import compare
+from convcheck.check.fill import make_inputs
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -38,8 +39,8 @@ def main() -> int:
     reason = backends.unavailable_reason("cudnn", "cuda")
     if reason:
         # No TF32 hardware here: emulate TF32 by rounding the inputs, which is what the engine does.
-        from convcheck import dtypes
-        from convcheck.backends import numpy_ref
+        from convcheck.base import dtypes
+        from convcheck.check.backends import numpy_ref
 
         y_tf32 = numpy_ref.conv_forward(p32, dtypes.round_tf32(inputs.x), dtypes.round_tf32(inputs.w))
         ref = numpy_ref.conv_forward(p32, inputs.x, inputs.w)
@@ -48,7 +49,7 @@ def main() -> int:
     else:
         import torch
 
-        from convcheck.backends import torch_conv
+        from convcheck.check.backends import torch_conv
 
         torch.cuda.set_stream(torch.cuda.Stream())
         y_tf32, info = cudnn_graph.run(p32.with_(dtype="tf32"), inputs, "cuda")

@@ -31,16 +31,16 @@ class SmallNet(nn.Module):
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
-PROBLEMS = tuple(layer["problem"] for layer in __import__("convcheck.model", fromlist=["conv_layers"]).conv_layers(
+PROBLEMS = tuple(layer["problem"] for layer in __import__("convcheck.campaign.model", fromlist=["conv_layers"]).conv_layers(
     SmallNet(), (8, 3, 32, 32)))
 
 def main() -> int:
-    from convcheck.model import conv_layers
+    from convcheck.campaign.model import conv_layers
 
     layers = conv_layers(SmallNet(), (8, 3, 32, 32))
     for layer in layers:
         print(f"problem: {layer['name']:8s} {layer['problem']}")
-    from convcheck.backends.cudnn_graph import graph_text_or_why
+    from convcheck.check.backends.cudnn_graph import graph_text_or_why
 
     print(f"the cuDNN graph of {layers[0]['name']}:\n" + graph_text_or_why(layers[0]["problem"]))
     return 0

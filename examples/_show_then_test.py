@@ -12,7 +12,7 @@ def show_then_test(file: str, descriptor: str, what: str) -> int:
     """``file``'s tests under pytest, after ``descriptor``'s problem (``what`` says where the tests use
     it) and its cuDNN graph."""
     from convcheck import parse_descriptor
-    from convcheck.backends.cudnn_graph import graph_text_or_why
+    from convcheck.check.backends.cudnn_graph import graph_text_or_why
 
     problem = parse_descriptor(descriptor)
     print(f"problem: {problem} ({what})")

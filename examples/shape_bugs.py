@@ -126,10 +126,10 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import tempfile
 
-    from convcheck.backends.cudnn_graph import graph_text_or_why
-    from convcheck.hunt import format_groups, hunt
-    from convcheck.space import parse_space
-    from convcheck.sweep import SweepOptions, resolved
+    from convcheck.check.backends.cudnn_graph import graph_text_or_why
+    from convcheck.campaign.hunt import format_groups, hunt
+    from convcheck.problem.space import parse_space
+    from convcheck.campaign.sweep import SweepOptions, resolved
 
     space = parse_space(SPACE)
     out = Path(tempfile.mkdtemp()) / "hunt.jsonl"

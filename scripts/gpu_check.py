@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from convcheck import parse_descriptor, read_batch_file, run_check  # noqa: E402
-from convcheck.evidence import report_text  # noqa: E402
+from convcheck.output.evidence import report_text  # noqa: E402
 
 LESSON = "mb2ic16ih14oc8oh14kh3ph1"
 
@@ -45,7 +45,7 @@ def format_table(rows) -> str:
 
 def real_tf32_row():
     """cuDNN with TF32 engines on purpose, judged by the fp32 bound: the trap must be caught."""
-    from convcheck.engines import tf32_judged_both_ways
+    from convcheck.check.engines import tf32_judged_both_ways
 
     t0 = time.perf_counter()
     c, _, info = tf32_judged_both_ways(parse_descriptor("mb8ic64ih56oc64oh56kh3ph1"))
@@ -61,7 +61,7 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from convcheck import backends
+    from convcheck.check import backends
 
     reason = backends.unavailable_reason("cudnn", "cuda")
     if reason:
@@ -167,7 +167,7 @@ def main() -> int:
             rows.append(row(label, "exception", None, None, None, 0.0))
     records.close()
     # Issue 5: every engine of three layers, fp32 and fp16.
-    from convcheck.engines import check_engines, format_table as engine_table
+    from convcheck.check.engines import check_engines, format_table as engine_table
 
     engine_log = open(out / "engines.txt", "w", encoding="utf-8")
     for desc in ("mb8ic64ih56oc64oh56kh3ph1", "mb8ic256ih56oc64oh56kh1ph0", "mb8ic3ih224oc64oh112kh7sh2ph3"):

@@ -2,12 +2,12 @@
 the check's calls enter them, a *stop* each time the call moves to another module) and how many of its
 steps climb back to a layer above the last (convcheck/layers.py); and how many calls cross modules.
 
-    python scripts/trace_check.py [DESCRIPTOR] [--backend NAME] [--layers FILE]
+    python scripts/trace_check.py [DESCRIPTOR] [--backend NAME] [--bound B] [--dtype T] [--moved FILE]
 
 The check is :func:`convcheck.run_check` on the CPU (torch against the NumPy reference by default),
 run once to import everything and then traced (``sys.setprofile``: every Python call whose callee
-and caller are both convcheck's). ``--layers`` reads the layer table from another file (to measure
-an older tree of convcheck with today's table). Prints one line of counts, then the modules in the
+and caller are both convcheck's). ``--moved`` reads the layer of each flat module from a
+``convcheck/_moved.py`` (to measure a tree of convcheck from before the layers with today's layers). Prints one line of counts, then the modules in the
 order they were first entered, each with its layer."""
 
 from __future__ import annotations
@@ -57,20 +57,23 @@ def main(argv=None) -> int:
     parser.add_argument("--backend", default="torch")
     parser.add_argument("--bound", default="auto", help="auto (the exact fill for fp32), elementwise, lesson, exact")
     parser.add_argument("--dtype", default="fp32")
-    parser.add_argument("--layers", help="a convcheck/layers.py to read the layer table from")
+    parser.add_argument("--moved", help="a convcheck/_moved.py whose table names the layer of each flat module "
+                                        "(to measure a tree of convcheck from before the layers)")
     args = parser.parse_args(argv)
     from convcheck import parse_descriptor, run_check
 
-    table = runpy.run_path(args.layers) if args.layers else __import__("convcheck.layers", fromlist=["LAYERS"]).__dict__
-    layers, order = table["LAYERS"], tuple(table["LAYERS"])
+    order = ("base", "problem", "numerics", "check", "campaign", "output", "api", "cli")
+    moved = runpy.run_path(args.moved)["MOVED"] if args.moved else {}
+    renamed = {"problem": "problem", "check": "check", "cli": "cli"}  # a flat module of its layer's name
 
     def layer(module: str) -> int | None:
-        while module:
-            for name, modules in layers.items():
-                if module in modules:
-                    return order.index(name)
-            module = module.rpartition(".")[0]
-        return None
+        top = module.split(".")[0]
+        if top in order:
+            return order.index(top)
+        if top in renamed and args.moved:
+            return order.index(renamed[top])
+        new = moved.get(f"convcheck.{top}")
+        return order.index(new.split(".")[1]) if new else None
 
     problem = parse_descriptor(args.descriptor, dtype=args.dtype)
     run_check(problem, backend=args.backend, device="cpu", bound=args.bound)  # imports, caches: not what one check walks

@@ -13,16 +13,16 @@ CASES = Path(os.environ.get("CONVCHECK_CASES", REPO / "cases" / "benchdnn"))
 
 
 def _gpu_reason() -> str | None:
-    from convcheck import backends
+    from convcheck.check import backends
 
     return backends.unavailable_reason("cudnn", "cuda")
 
 
 def pytest_configure(config):
     """``CONVCHECK_ONEDNN=off`` (.ci/run's second pass over the half-precision tests): torch's calls in
-    this process run without oneDNN too, as convcheck's own do (convcheck.backends.torch_conv), so
+    this process run without oneDNN too, as convcheck's own do (convcheck.check.backends.torch_conv), so
     every test sees torch's slow kernels whatever this CPU supports."""
-    from convcheck.backends.torch_conv import onednn_switched_off
+    from convcheck.check.backends.torch_conv import onednn_switched_off
 
     if onednn_switched_off():
         import torch
@@ -34,7 +34,7 @@ def pytest_configure(config):
 def pytest_report_header(config):
     import torch
 
-    from convcheck.backends.torch_conv import onednn_switched_off
+    from convcheck.check.backends.torch_conv import onednn_switched_off
 
     return (f"torch {torch.__version__} on {torch.backends.cpu.get_cpu_capability()}: oneDNN fp16 "
             f"{torch.ops.mkldnn._is_mkldnn_fp16_supported()}, bf16 {torch.ops.mkldnn._is_mkldnn_bf16_supported()}"

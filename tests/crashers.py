@@ -74,7 +74,7 @@ def hangs(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def plans_then_segfault(count: int, crash_at: int):
     """A task for the supervisor itself: announce ``count`` cuDNN-like plans in turn and
     segfault in plan ``crash_at`` (what an --all-engines check does when one engine crashes)."""
-    from convcheck import stages
+    from convcheck.base import stages
 
     stages.enter("build")
     for i in range(count):

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from convcheck import read_batch_file, run_check
-from convcheck.memory import TooLarge, estimate
+from convcheck.check.memory import TooLarge, estimate
 
 #: The most one check here may hold (the suite runs on machines of 8 GB and more).
 MEMORY = 6 * 2 ** 30

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from convcheck import backends
+from convcheck.check import backends
 from convcheck.check import resolve
-from convcheck.errors import BackendUnavailable, BadInput
+from convcheck.base.errors import BackendUnavailable, BadInput
 
 
 def test_each_backend_says_why_it_cannot_run():

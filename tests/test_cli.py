@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from convcheck import backends
+from convcheck.check import backends
 
 from .conftest import run_cli
 

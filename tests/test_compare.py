@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from convcheck.bound import LessonBound
-from convcheck.compare import compare
+from convcheck.numerics.bound import LessonBound
+from convcheck.check.compare import compare
 
 
 def test_lesson_bound_formula_exactly():
@@ -112,7 +112,7 @@ def test_negative_strides_do_not_crash_the_hand_over():
 
 
 def test_reduced_precision_accumulation_widens_only_the_engine_side():
-    from convcheck.judging import make_bound
+    from convcheck.check.judging import make_bound
     from convcheck.problem import parse_descriptor
 
     p = parse_descriptor("mb2ic64ih8oc8oh8kh3ph1", dtype="fp16")
@@ -132,7 +132,7 @@ def _same_stats(x, y) -> None:
 def _large_case(plant: bool, dtype=torch.float32, seed: int = 0):
     """A random 4 x CHUNK-element answer and its float64 reference, with planted trouble in
     different chunks (the worst element in the last one) when ``plant``."""
-    from convcheck.compare import CHUNK
+    from convcheck.check.compare import CHUNK
 
     g = torch.Generator().manual_seed(seed)
     ref = torch.randn(4, CHUNK + 17, generator=g).to(torch.float64)  # float32 values: exact when unplanted
@@ -153,10 +153,10 @@ def test_the_gpu_whole_tensor_pass_gives_the_numbers_of_the_host_pass(plant, bou
     """On a GPU the verdict is whole-tensor eager torch; on the host, cache-sized chunks and NumPy
     blocks. Run on the same CPU tensors, both give the same six scalars (count outside, worst
     index, max|diff|, max ratio, max|ref|, zeros) and compare() reports the same mismatches."""
-    from convcheck.bound import ExactBound
-    from convcheck.judging import make_bound
-    from convcheck.compare import CHUNK, _bound_args, summarize
-    from convcheck.magnitudes import Magnitudes
+    from convcheck.numerics.bound import ExactBound
+    from convcheck.check.judging import make_bound
+    from convcheck.check.compare import CHUNK, _bound_args, summarize
+    from convcheck.numerics.magnitudes import Magnitudes
     from convcheck.problem import parse_descriptor
 
     ours, ref = _large_case(plant)
@@ -188,12 +188,12 @@ def test_the_gpu_whole_tensor_pass_gives_the_numbers_of_the_host_pass(plant, bou
 ])
 def test_the_gpu_pass_on_real_checks_equals_the_host_pass(desc, kw, dtype, plant):
     """Real outputs and magnitudes (small: one chunk), the GPU's code path against the host's."""
-    from convcheck.backends import torch64, torch_conv
-    from convcheck.bound import ExactBound
-    from convcheck.judging import make_bound
+    from convcheck.check.backends import torch64, torch_conv
+    from convcheck.numerics.bound import ExactBound
+    from convcheck.check.judging import make_bound
     from convcheck.check import abs_conv
-    from convcheck.compare import _bound_args, summarize
-    from convcheck.fill import make_inputs
+    from convcheck.check.compare import _bound_args, summarize
+    from convcheck.check.fill import make_inputs
     from convcheck.problem import parse_descriptor
 
     p = parse_descriptor(desc, **kw)

@@ -1,7 +1,7 @@
 """Every option that can change a verdict, with every command that runs, reruns, shrinks,
 hunts or scripts a check (issue 45).
 
-The cases are generated from the one option set (:func:`convcheck.options.verdict_options`):
+The cases are generated from the one option set (:func:`convcheck.cli.options.verdict_options`):
 each example value of each option, on your function (wrong everywhere) and on torch with a
 planted bug. A failing record made by ``sweep`` (and the same check by ``check``) must be
 reproduced by ``rerun`` bit for bit, shrunk by ``shrink`` to a smaller problem checked under
@@ -19,10 +19,10 @@ import sys
 
 import pytest
 
-from convcheck.options import options, verdict_options
+from convcheck.cli.options import options, verdict_options
 from convcheck.problem import parse_descriptor
-from convcheck.records import record_key
-from convcheck.shrink import size
+from convcheck.campaign.records import record_key
+from convcheck.campaign.shrink import size
 from tests.conftest import REPO
 
 WRONG = REPO / "tests" / "wrong_everywhere.py"
@@ -69,7 +69,7 @@ def _same_check(a: dict, b: dict) -> bool:
 
 
 def test_every_verdict_option_names_examples():
-    from convcheck.spec import VERDICT_FIELDS
+    from convcheck.check.spec import VERDICT_FIELDS
 
     named = {o.name for o in verdict_options()}
     for o in options():
@@ -229,7 +229,7 @@ def test_one_sigterm_ends_a_shrink_with_its_candidates_kept_and_resume_finishes(
 def test_a_file_written_before_contracts_and_levels_were_keyed_still_resumes_diffs_and_reruns(tmp_path, capfd):
     """Records keep their stored ``key`` as written; convcheck recomputes keys, so a file whose keys
     leave out the contract still pairs with a new one, is skipped by --resume, and reruns."""
-    from convcheck.diff import diff_records
+    from convcheck.campaign.diff import diff_records
 
     new = tmp_path / "new.jsonl"
     args = ("sweep", BASE, "--backend", f"{WRONG}:scaled", "--device", "cpu", "--quiet")

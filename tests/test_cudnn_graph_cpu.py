@@ -11,7 +11,7 @@ from .conftest import run_on_alt_frontend
 
 cudnn = pytest.importorskip("cudnn", reason="nvidia-cudnn-frontend is not installed")
 
-from convcheck.backends import cudnn_graph, frontend_compat as fc  # noqa: E402
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc  # noqa: E402
 
 def summary(desc, **kw):
     p = parse_descriptor(desc, **kw)
@@ -61,7 +61,7 @@ def test_channels_last_strides_and_groups():
 def test_host_descriptors_match_real_array_strides():
     import numpy as np
 
-    from convcheck import layout
+    from convcheck.base import layout
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", layout="nxc")
     x = layout.allocate(np, p.x_shape, np.float32, channels_last=True)
@@ -73,7 +73,7 @@ def test_graph_construction_on_a_second_frontend_release():
     code = (
         "import json, cudnn\n"
         "from convcheck.problem import parse_descriptor\n"
-        "from convcheck.backends import cudnn_graph, frontend_compat as fc\n"
+        "from convcheck.check.backends import cudnn_graph, frontend_compat as fc\n"
         "p = parse_descriptor('mb2ic8ih13oc16oh7kh3sh2ph3dh1', mode='conv')\n"
         "print(json.dumps({'version': fc.frontend_version(cudnn), 'summary': fc.graph_summary(cudnn_graph.graph_for(p).graph)}))\n"
     )
@@ -91,8 +91,8 @@ def test_graph_construction_on_a_second_frontend_release():
 _CLASSIFY = r'''
 import json
 import cudnn
-from convcheck.backends import cudnn_graph
-from convcheck.errors import Unsupported
+from convcheck.check.backends import cudnn_graph
+from convcheck.base.errors import Unsupported
 from convcheck.problem import parse_descriptor
 
 def outcome(what, fn, *args):
@@ -154,7 +154,7 @@ def test_the_same_on_the_oldest_supported_frontend():
 
 
 def test_a_failed_plan_that_cudnn_did_not_decline_stops_the_check_as_an_error():
-    from convcheck.backends.cudnn_graph import FrontendCallFailed, PlanRun, refuse_failed_plan
+    from convcheck.check.backends.cudnn_graph import FrontendCallFailed, PlanRun, refuse_failed_plan
 
     refuse_failed_plan(PlanRun(0, "eng0", built=False, error="RuntimeError: CUDNN_STATUS_NOT_SUPPORTED", declined=True))
     with pytest.raises(FrontendCallFailed, match=r"execute_plan_at_index \(plan 3, eng3\) raised RuntimeError: boom"):

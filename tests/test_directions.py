@@ -10,12 +10,12 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from convcheck import run_check
-from convcheck.backends import numpy_ref, torch_conv
-from convcheck.errors import BadInput
-from convcheck.fill import make_inputs
-from convcheck.plant import applies, effect
+from convcheck.check.backends import numpy_ref, torch_conv
+from convcheck.base.errors import BadInput
+from convcheck.check.fill import make_inputs
+from convcheck.check.plant import applies, effect
 from convcheck.problem import ACTIVATIONS, ConvProblem, parse_descriptor
-from convcheck.random_problems import random_problem
+from convcheck.problem.random_problems import random_problem
 from tests.conftest import needs_frontend
 
 from .conftest import run_on_alt_frontend
@@ -122,7 +122,7 @@ def test_fusion_and_direction_validation():
 @needs_frontend
 @pytest.mark.parametrize("direction,node", [("dgrad", "CONV_DGRAD"), ("wgrad", "CONV_WGRAD")])
 def test_backward_graphs_through_the_real_frontend(direction, node):
-    from convcheck.backends import cudnn_graph, frontend_compat as fc
+    from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 
     p = parse_descriptor("g2mb2ic8ih12oc8oh5kh3sh2ph1dh1", direction=direction, mode="conv")
     s = fc.graph_summary(cudnn_graph.graph_for(p).graph)
@@ -140,7 +140,7 @@ def test_backward_graphs_through_the_real_frontend(direction, node):
 @pytest.mark.parametrize("act,mode", [("relu", "relu"), ("gelu", "gelu"), ("gelu_tanh", "gelu_approx_tanh"),
                                       ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("leaky_relu", "relu")])
 def test_fused_graph_through_the_real_frontend(act, mode):
-    from convcheck.backends import cudnn_graph, frontend_compat as fc
+    from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 
     p = parse_descriptor("mb2ic8ih12oc8oh12kh3ph1", fuse=("bias", act), layout="nxc")
     raw = json.loads(fc.graph_text(cudnn_graph.graph_for(p).graph))
@@ -154,7 +154,7 @@ def test_backward_and_fused_graphs_on_the_second_frontend_release():
     code = (
         "import json\n"
         "from convcheck.problem import parse_descriptor\n"
-        "from convcheck.backends import cudnn_graph, frontend_compat as fc\n"
+        "from convcheck.check.backends import cudnn_graph, frontend_compat as fc\n"
         "out = {}\n"
         "for d in ('dgrad', 'wgrad'):\n"
         "    out[d] = fc.graph_summary(cudnn_graph.graph_for(parse_descriptor('mb2ic8ih12oc8oh5kh3sh2ph1', direction=d)).graph)\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from convcheck import energy_kernels
+from convcheck.numerics import energy_kernels
 from convcheck import winograd as W
 from convcheck.problem import parse_descriptor
 
@@ -81,7 +81,7 @@ def test_the_compiled_sweeps_see_a_binade_change_the_torch_code_sees():
 @pytest.mark.parametrize("chunk", [1, 7, 50])
 def test_the_running_sums_in_chunks_of_s_are_the_whole_sums_bit_for_bit(chunk):
     """energy_kernels.RunningSums carries each pair's running sums from one chunk of s to the next (wgrad's
-    sum over images and tiles, convcheck.winograd.along_s): over chunks of 1, 7 and all 50 terms, the
+    sum over images and tiles, convcheck.numerics.winograd.along_s): over chunks of 1, 7 and all 50 terms, the
     same bits as the whole sum's kernel, with live pairs, dead terms in front and in the middle, and
     sums that cancel across powers of two; the torch code's chunks (the GPU's) agree to float64 rounding."""
     g = torch.Generator().manual_seed(4)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from convcheck.backends.cudnn_graph import select_indices
-from convcheck.engines import format_table
+from convcheck.check.backends.cudnn_graph import select_indices
+from convcheck.check.engines import format_table
 from convcheck.problem import parse_descriptor
 
 from .conftest import run_cli
@@ -38,7 +38,7 @@ def test_table_shows_notes_verdicts_and_messages():
 
 
 def test_engines_without_a_gpu_exits_3_and_bad_options_exit_2():
-    from convcheck import backends
+    from convcheck.check import backends
 
     if backends.unavailable_reason("cudnn", "cuda") is None:
         return

@@ -16,7 +16,7 @@ EXAMPLES = sorted(p for p in (Path(__file__).resolve().parent.parent / "examples
 def test_example_runs(path):
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     if "Written by convcheck" in path.read_text():  # a generated reproducer: exit 3 says no GPU, in one line
-        from convcheck import backends
+        from convcheck.check import backends
 
         no_gpu = backends.unavailable_reason("cudnn", "cuda") is not None
         assert done.returncode == (3 if no_gpu else 0), done.stdout + done.stderr

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from convcheck import check_conv_function, fft, winograd
-from convcheck.backends import torch_conv
-from convcheck.bound import lambda_for
+from convcheck import check_conv_function
+from convcheck.numerics import fft, winograd
+from convcheck.check.backends import torch_conv
+from convcheck.numerics.bound import lambda_for
 from convcheck.check import run_check
-from convcheck.errors import BadInput
-from convcheck.fast_bound import parse_algorithm
-from convcheck.plant import applies
+from convcheck.base.errors import BadInput
+from convcheck.numerics.fast_bound import parse_algorithm
+from convcheck.check.plant import applies
 from convcheck.problem import parse_descriptor
-from convcheck.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of
+from convcheck.check.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of
 
 REPO = Path(__file__).resolve().parents[1]
 IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
@@ -175,9 +176,9 @@ def test_a_fast_plant_these_inputs_cannot_show_is_refused_and_the_measure_is_the
     float64 nothing moves (the fp32 plant still differs from float64 by the FFT's own rounding, which
     is not the bug's). The check refuses it in one line, a sweep records it unsupported; where the
     wrap reaches data the effect is of order 1 and the check fails."""
-    from convcheck.fill import make_inputs
-    from convcheck.plant import effect
-    from convcheck.winograd_plants import INVISIBLE_BELOW
+    from convcheck.check.fill import make_inputs
+    from convcheck.check.plant import effect
+    from convcheck.check.winograd_plants import INVISIBLE_BELOW
 
     hidden = parse_descriptor("mb1ic16ih9oc16oh7kh3ph0").with_(direction="dgrad")
     assert effect("fft-wraparound", hidden, make_inputs(hidden, 1)) == 0.0
@@ -239,12 +240,12 @@ def test_a_function_check_leaves_what_winograd_cannot_compute_unsupported_and_re
     assert "1x1 kernel" in recs[1]["message"]
     # what was declared is in every record, and in its key: winograd:4 and winograd:6 are two checks
     assert all(r["bound"] == "winograd" and r["algorithm"] == "winograd:4:lavin" for r in recs)
-    from convcheck.records import record_key
+    from convcheck.campaign.records import record_key
 
     assert record_key(recs[0]) != record_key(recs[0] | {"algorithm": "winograd:6"})
     with pytest.raises(BadInput, match="unknown algorithm"):
         check_conv_function(example.conv2d, ["mb1ic8ih9oc8oh9kh3ph1"], algorithm="fft2")
-    from convcheck.rerun import rerun
+    from convcheck.campaign.rerun import rerun
 
     again = rerun(recs[0])
     assert again.status == "passed" and again.algorithm == "winograd:4:lavin"
@@ -336,9 +337,9 @@ def test_the_fast_bounds_hold_on_the_exact_fill_too(direction):
     sum is exact), and a Winograd or FFT plan among them is judged by its algorithm's bound on those
     inputs. Correct fp32 implementations are as far inside it there as on the random fill (measured at
     2x64x28^2 and 1x128x14^2: 0.17-0.45 of the allowance, either fill)."""
-    from convcheck.backends.numpy_ref import compute as exact
-    from convcheck.fast_bound import bound_for
-    from convcheck.fill import make_inputs
+    from convcheck.check.backends.numpy_ref import compute as exact
+    from convcheck.numerics.fast_bound import bound_for
+    from convcheck.check.fill import make_inputs
 
     p = parse_descriptor("mb1ic48ih14oc40oh14kh3ph1").with_(direction=direction)
     for kind in ("exact", "random"):
@@ -361,8 +362,8 @@ def test_the_fast_bounds_compute_on_the_operands_device(direction):
     magnitudes are computed on the GPU). torch's meta device refuses any mix with the CPU, as CUDA
     does, and any read of values: every matrix and mask must be made on the operands' device. (The
     coefficient-rounding term made its matrices on the CPU, and the energy read its matrix's entries.)"""
-    from convcheck.fast_bound import bound_for
-    from convcheck.fill import make_inputs
+    from convcheck.numerics.fast_bound import bound_for
+    from convcheck.check.fill import make_inputs
 
     p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1").with_(direction=direction)
     inputs = make_inputs(p, 1)
@@ -378,13 +379,13 @@ def test_the_fast_bounds_compute_on_the_operands_device(direction):
 
 
 def test_one_bound_on_one_problem_and_inputs_is_computed_once_for_every_implementation_checked_there(monkeypatch):
-    """convcheck.memo through fast_bound.RECENT: F(4,3)'s plants and F(4,3) itself, checked on one problem
+    """convcheck.base.memo through fast_bound.RECENT: F(4,3)'s plants and F(4,3) itself, checked on one problem
     and seed, share the bound's magnitudes; another seed, another algorithm, another direction, or inputs
     changed by one bit are other questions; what a hit gives is what the bound computes afresh."""
     from dataclasses import replace
 
-    from convcheck import fast_bound
-    from convcheck.fill import make_inputs
+    from convcheck.numerics import fast_bound
+    from convcheck.check.fill import make_inputs
 
     energies = []
     energy = winograd.rounding_energy
@@ -419,7 +420,7 @@ def test_one_bound_on_one_problem_and_inputs_is_computed_once_for_every_implemen
 def test_recent_results_hold_at_most_their_bytes_oldest_out_first_and_digests_see_one_bit():
     import numpy as np
 
-    from convcheck.memo import RecentResults, digest
+    from convcheck.base.memo import RecentResults, digest
 
     recent = RecentResults(100)
     recent.put("a", 1, 40)
@@ -444,7 +445,7 @@ def test_the_benchmark_checks_each_plant_right_after_its_peer_so_one_kept_bound_
     import importlib
     import signal
 
-    from convcheck import fast_bound
+    from convcheck.numerics import fast_bound
 
     monkeypatch.setattr(sys, "path", [str(REPO / "benchmarks")] + sys.path)  # the benchmark's own inserts go too
     benchmark = importlib.import_module("fast_algorithms")
@@ -476,7 +477,7 @@ def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the
     import importlib
     import signal
 
-    from convcheck.memory import TooLarge
+    from convcheck.check.memory import TooLarge
 
     monkeypatch.setattr(sys, "path", [str(REPO / "benchmarks")] + sys.path)
     benchmark = importlib.import_module("fast_algorithms")
@@ -529,7 +530,9 @@ def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the
 def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
     """A check that would not fit beside the kept fast bounds (fast_bound.RECENT) is not refused for them:
     they are let go, and the check is asked again; with nothing kept, the refusal stands."""
-    from convcheck import check, fast_bound, memory
+    from convcheck import check
+    from convcheck.numerics import fast_bound
+    from convcheck.check import memory
 
     p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1")
     need = memory.estimate(p)
@@ -547,7 +550,9 @@ def test_the_heap_s_freed_pages_are_handed_back_before_a_check_is_refused(monkey
     """What the process freed but the C heap kept (arrays under glibc's mmap threshold) counts against
     MemAvailable; a check that would not fit is asked again after memory.return_freed_heap, and fits
     if that made the room. Where it made none, the refusal stands."""
-    from convcheck import check, fast_bound, memory
+    from convcheck import check
+    from convcheck.numerics import fast_bound
+    from convcheck.check import memory
 
     p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1")
     need = memory.estimate(p)
@@ -571,7 +576,7 @@ def test_return_freed_heap_lowers_the_rss_a_fragmented_heap_kept():
 
     code = """
 import numpy as np
-from convcheck import memory
+from convcheck.check import memory
 rss = lambda: int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]) * 1024
 arrays = [np.ones(1 << 13) for _ in range(12800)]  # 800 MiB in 64 KiB arrays
 del arrays[::2]
@@ -588,7 +593,7 @@ print(memory.return_freed_heap(), before - rss())
 
 
 def test_release_lets_go_of_every_kept_result_and_says_how_much():
-    from convcheck.memo import RecentResults
+    from convcheck.base.memo import RecentResults
 
     kept = RecentResults(100)
     kept.put("a", object(), 30)
@@ -603,7 +608,7 @@ def test_a_declared_winograd_check_counts_its_bounds_memory(monkeypatch):
     transformed tiles four times, the energy's slices): a declared Winograd check is asked for it before
     anything is allocated, so one that would not fit is refused with the numbers, not killed half-way.
     The same problem checked as a direct sum is not."""
-    from convcheck import memory
+    from convcheck.check import memory
 
     p = parse_descriptor("mb2ic8ih20oc8oh20kh3ph1")
     direct, f2 = memory.estimate(p, data="random"), memory.estimate(p, None, parse_algorithm("winograd:2"), data="random")
@@ -618,10 +623,10 @@ def test_a_declared_winograd_check_counts_its_bounds_memory(monkeypatch):
 
 @pytest.mark.parametrize("direction", ["fprop", "dgrad"])
 def test_the_winograd_memory_counts_each_operand_and_the_slices(direction, monkeypatch):
-    """winograd_bytes from the form's own shapes (convcheck.winograd.form): its two operands, the left
+    """winograd_bytes from the form's own shapes (convcheck.numerics.winograd.form): its two operands, the left
     one's transformed tiles six times (at most OPERAND_SLICE_ELEMENTS a slice), a dozen energy slices.
     (wgrad, summed in chunks of s, holds no transformed operand: tests/test_winograd.py.)"""
-    from convcheck import memory
+    from convcheck.check import memory
 
     p = parse_descriptor("g2mb3ic8ih11iw9oc6oh11ow9kh3kw3ph1pw1").with_(direction=direction)
     t = winograd.published(4)
@@ -643,7 +648,7 @@ def test_a_winograd_check_too_large_whole_is_given_smaller_operand_slices(monkey
     it is given the largest smaller slice that fits (memory.operand_slice_to_fit), not refused: the same
     verdict and the same allowance, the slice named in the record; below even the smallest, refused,
     naming it. (The slice sizes are shrunk so a small wgrad problem has several.)"""
-    from convcheck import memory
+    from convcheck.check import memory
 
     p = parse_descriptor("mb2ic4ih12oc6oh12kh3ph1")
     algorithm = parse_algorithm("winograd:2:lavin")
@@ -671,7 +676,7 @@ def test_only_a_large_left_operand_is_offered_smaller_slices(monkeypatch):
     F(6,3), 16.8M elements, is offered 2^23 and 2^22 (down from about 0.8 GiB of the bound to 0.2); conv1_2's
     filters (64 x 64 x 16) never are, wgrad (summed in chunks of its images and tiles) never is, and a
     direct check has no operand to slice."""
-    from convcheck import memory
+    from convcheck.check import memory
 
     conv1_2, f2 = parse_descriptor("mb32ic64ih224oc64oh224kh3ph1"), parse_algorithm("winograd:2")
     assert memory.smaller_operand_slices(conv1_2, f2) == [] == memory.smaller_operand_slices(conv1_2, None)

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from convcheck.backends.frontend_compat import SUPPORTED_RANGE
+from convcheck.check.backends.frontend_compat import SUPPORTED_RANGE
 from tests.conftest import FRONTENDS, REPO, needs_frontend, run_on_frontend
 
 RELEASES = ("1.23.0", "1.24.1", "1.25.0", "1.26.0", "1.27.0", "1.28.0", "1.29.1", "1.30.0", "1.31.0")
@@ -42,7 +42,7 @@ BUILD = r'''
 import importlib.util, json, sys
 from pathlib import Path
 import cudnn
-from convcheck.backends import cudnn_graph, frontend_compat as fc
+from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 from convcheck.problem import parse_descriptor
 
 kinds = json.loads(sys.argv[1]) if len(sys.argv) > 1 else KINDS

@@ -21,12 +21,12 @@ import torch
 import torch.nn.functional as F
 
 from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close
-from convcheck.backends import torch64
-from convcheck.errors import BadInput
-from convcheck.lesson_io import read_lesson
+from convcheck.check.backends import torch64
+from convcheck.base.errors import BadInput
+from convcheck.problem.lesson_io import read_lesson
 from convcheck.problem import parse_descriptor
-from convcheck.random_problems import random_problems
-from convcheck.summation import element_terms, order_statistics
+from convcheck.problem.random_problems import random_problems
+from convcheck.numerics.summation import element_terms, order_statistics
 
 from .conftest import run_cli
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from convcheck import parse_descriptor, run_check
-from convcheck.backends import cudnn_graph
-from convcheck.fill import make_inputs
+from convcheck.check.backends import cudnn_graph
+from convcheck.check.fill import make_inputs
 
 from .conftest import run_cli
 
@@ -38,8 +38,8 @@ def test_cudnn_matches_torch_on_the_lesson_problem():
 def test_the_lesson_s_literal_reference_says_it_shares_cudnn():
     """reference="torch" is the lesson's comparison (torch's cuDNN convolution in fp32, TF32 off):
     where torch and the frontend map one libcudnn file, the record says they share it."""
-    from convcheck.environment import loaded_libcudnn
-    from convcheck.evidence import report_text
+    from convcheck.check.environment import loaded_libcudnn
+    from convcheck.output.evidence import report_text
 
     result = run_check(parse_descriptor(LESSON), backend="cudnn", reference="torch")
     assert result.status == "passed", result.message or result.comparison
@@ -54,7 +54,7 @@ def test_the_lesson_s_literal_reference_says_it_shares_cudnn():
 @pytest.mark.parametrize("kw", [{}, {"groups": 4}, {"layout": "nxc"}, {"fuse": ("bias", "relu")}, {"dtype": "fp16"}])
 def test_the_float64_reference_on_the_gpu_agrees_with_numpy(direction, kw):
     """torch64 on the GPU (native kernels, float64) against the NumPy float64 reference."""
-    from convcheck.backends import numpy_ref, torch64
+    from convcheck.check.backends import numpy_ref, torch64
 
     if "fuse" in kw and direction != "fprop":
         pytest.skip("fusions are forward only")
@@ -168,7 +168,7 @@ def test_exact_bound_is_bit_exact_on_the_gpu(dtype):
 
 def test_real_tf32_is_caught_by_an_fp32_check():
     """cuDNN run with TF32 engines on purpose, judged as if fp32 had been asked: must fail."""
-    from convcheck.engines import tf32_judged_both_ways
+    from convcheck.check.engines import tf32_judged_both_ways
 
     as_fp32, as_tf32, info = tf32_judged_both_ways(parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"), seed=9)
     assert info["selected_numeric_notes"] == ["TENSOR_CORE"]
@@ -217,7 +217,7 @@ def test_backward_against_the_float64_reference():
 
 
 def test_engines_lists_checks_and_times_every_plan():
-    from convcheck.engines import check_engines
+    from convcheck.check.engines import check_engines
 
     results, context = check_engines(parse_descriptor("mb8ic64ih28oc64oh28kh3ph1"), repeat=3, timing_runs=3)
     built = [r for r in results if r.backend_info["built"]]
@@ -251,7 +251,7 @@ def test_chosen_engine_and_repeat():
 def test_redzone_logic_with_cupy_buffers():
     import cupy
 
-    from convcheck.redzone import GUARD_BYTES, GuardedBuffer
+    from convcheck.check.redzone import GUARD_BYTES, GuardedBuffer
 
     b = GuardedBuffer(cupy, (4, 8), cupy.float32, poison=float("nan"))
     assert bool(cupy.isnan(b.array).all()) and b.check() == []
@@ -263,7 +263,7 @@ def test_redzone_logic_with_cupy_buffers():
 def test_every_gpu_check_stays_on_the_device():
     """run_check (what check, sweep and rerun call) on the GPU: inputs drawn there, the graph
     reused by the next check of the same problem, and only scalars copied between host and GPU."""
-    from convcheck.copies import count_copies
+    from convcheck.base.copies import count_copies
 
     p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
     for bound in ("exact", "elementwise"):
@@ -314,15 +314,15 @@ def test_default_fp32_check_at_depth_is_exact_and_sees_tf32(desc, direction):
 def test_a_real_tf32_engine_fails_the_default_fp32_check():
     """cuDNN's own TF32 engines judged as fp32 under the default (exact) verdict must fail."""
     p = parse_descriptor("mb32ic256ih14oc256oh14kh3ph1")
-    from convcheck.engines import check_engines
+    from convcheck.check.engines import check_engines
 
     results, _ = check_engines(p, bound="exact", repeat=1, timing_runs=1)
     tf32 = [r for r in results if r.backend_info["built"] and r.judged_as.startswith("tf32")]
     assert tf32 and all(r.comparison.bound == "elementwise" for r in tf32)  # judged as TF32, by the bound
     # torch's TF32 convolution judged as fp32 (what a user who left TF32 on would get)
-    from convcheck.backends import numpy_ref, torch_conv
-    from convcheck.judging import make_bound
-    from convcheck.compare import compare
+    from convcheck.check.backends import numpy_ref, torch_conv
+    from convcheck.check.judging import make_bound
+    from convcheck.check.compare import compare
 
     inputs = make_inputs(p, 0, kind="exact")
     y_tf32, _ = torch_conv.run(p.with_(dtype="tf32"), inputs, "cuda")
@@ -445,10 +445,10 @@ def test_a_cudnn_failure_shrinks_on_its_own_plan(tmp_path):
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_winograd_and_fft_engines_are_judged_by_their_algorithms_bound(direction, dtype):
     """Every plan of a ResNet-50 3x3 layer whose notes name Winograd (and its tile) or the FFT is judged by
-    that algorithm's bound (convcheck.fast_bound.from_engine_notes), said in the plan's message and in the
+    that algorithm's bound (convcheck.numerics.fast_bound.from_engine_notes), said in the plan's message and in the
     comparison's parameters; the others by the direct bounds. Correct engines pass. The table printed is
     what the closing note reports (which engines carry which notes, and their error/allowed)."""
-    from convcheck.engines import check_engines
+    from convcheck.check.engines import check_engines
 
     p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1").with_(direction=direction, dtype=dtype)
     results, _ = check_engines(p, repeat=1, timing_runs=1)

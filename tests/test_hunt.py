@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from convcheck.errors import BadInput
-from convcheck.hunt import contains, trigger, without
+from convcheck.base.errors import BadInput
+from convcheck.campaign.hunt import contains, trigger, without
 from convcheck.problem import parse_descriptor
-from convcheck.space import around, draw, parse_space
+from convcheck.problem.space import around, draw, parse_space
 from tests.conftest import REPO, run_cli
 
 BUGS = REPO / "examples" / "shape_bugs.py"
@@ -105,7 +105,7 @@ def test_a_hunt_finds_the_five_bugs_and_groups_them_as_five_failures(hunted):
         assert g["kind"] == ("crash" if name == "wide" else "wrong answer")
         # each shrunk problem: minimal, checked independently of the search
         p = parse_descriptor(g["problem"])
-        from convcheck.shrink import steps
+        from convcheck.campaign.shrink import steps
 
         assert steps(p)  # there are reductions to try
     recs = lines(out)
@@ -116,7 +116,7 @@ def test_a_hunt_finds_the_five_bugs_and_groups_them_as_five_failures(hunted):
 def test_the_five_minimal_problems_are_minimal(hunted):
     """Every one-step reduction of each shrunk problem passes, checked here, apart from the hunt."""
     from convcheck import check_conv_function
-    from convcheck.shrink import steps
+    from convcheck.campaign.shrink import steps
     from examples import shape_bugs
 
     for name, (minimal, _) in FIVE.items():
@@ -201,7 +201,7 @@ def test_hunt_around_a_real_list_at_batch_8_to_32(tmp_path):
 def test_your_function_s_script_reproduces_its_record(tmp_path):
     """A record of your function: its script imports the function, draws the same inputs, calls it
     as convcheck did (here: a back padding larger than the front one) and gives the same verdict."""
-    from convcheck.repro import write_reproducer
+    from convcheck.output.repro import write_reproducer
 
     for name, descriptor, status in [("shifted_padding", "mb2ic3ih9oc4oh10kh3ph1", "failed"),
                                      ("big_batch", "mb3ic3ih9oc4oh10kh3ph1", "passed")]:
@@ -225,7 +225,7 @@ def test_your_function_s_script_reproduces_its_record(tmp_path):
 def test_the_call_reaches_your_padding_code_for_every_padding_that_is_read():
     """Per axis: the smallest symmetric padding at least both paddings and a whole number of
     strides above the front one; the kept rows are the problem's."""
-    from convcheck.backends.user_function import call_for
+    from convcheck.check.backends.user_function import call_for
 
     conv1 = parse_descriptor("mb1ic3ih224oc8oh112kh7sh2ph3")  # back padding 2, never read beyond
     assert call_for(conv1).padding == (3, 3) and call_for(conv1).exact
@@ -251,9 +251,9 @@ def test_a_cudnn_failure_shrinks_and_hunts_on_its_own_plan_by_name(tmp_path):
     """For cuDNN every candidate runs the plan that failed, by name (the heuristics could choose
     another for a smaller problem): the record's plan becomes the candidates' --engine, and their
     records (and keys) say engine_pinned. Without a GPU the first candidate says so: exit 3."""
-    from convcheck.records import record_key
-    from convcheck.shrink import options_of
-    from convcheck.sweep import Item, SweepOptions, _identity
+    from convcheck.campaign.records import record_key
+    from convcheck.campaign.shrink import options_of
+    from convcheck.campaign.sweep import Item, SweepOptions, _identity
 
     rec = {"problem": "mb2ic4ih6iw6oc4oh6ow6kh3kw3sh1sw1ph1pw1dh0dw0", "mode": "xcorr", "dtype": "fp32", "layout": "NCHW",
            "direction": "fprop", "fuse": [], "bound": "exact", "seed": 0, "backend": "cudnn", "reference": "torch64",
@@ -267,7 +267,7 @@ def test_a_cudnn_failure_shrinks_and_hunts_on_its_own_plan_by_name(tmp_path):
     sweep = tmp_path / "s.jsonl"
     sweep.write_text(json.dumps(rec) + "\n")
     done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k.jsonl"))
-    from convcheck import backends
+    from convcheck.check import backends
 
     if backends.unavailable_reason("cudnn", "cuda") is not None:
         assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr

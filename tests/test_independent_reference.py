@@ -15,11 +15,11 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from convcheck import backends, check as check_mod
-from convcheck.backends import numpy_ref, torch64
+from convcheck.check import backends, pipeline as check_mod
+from convcheck.check.backends import numpy_ref, torch64
 from convcheck.check import Plan, resolve, run_check, shared_implementation
-from convcheck.evidence import report_text
-from convcheck.fill import make_inputs
+from convcheck.output.evidence import report_text
+from convcheck.check.fill import make_inputs
 from convcheck.problem import parse_descriptor
 
 from .conftest import run_cli
@@ -60,7 +60,7 @@ def test_torch64_is_float64_on_every_kind_of_problem(desc, kw, direction):
        pre=st.integers(0, 3), post=st.integers(-1, 3), d=st.integers(1, 2),
        direction=st.sampled_from(["fprop", "dgrad", "wgrad"]))
 def test_torch64_matches_numpy_on_random_geometry(seed, g, k, s, pre, post, d, direction):
-    from convcheck.errors import BadInput
+    from convcheck.base.errors import BadInput
     from convcheck.problem import ConvProblem
 
     try:
@@ -118,7 +118,7 @@ def test_on_the_cpu_nothing_changes():
 
 
 def test_shared_implementation_is_said_only_for_cudnn_against_torch_s_cudnn(monkeypatch):
-    from convcheck.environment import loaded_libcudnn
+    from convcheck.check.environment import loaded_libcudnn
 
     import cudnn  # noqa: F401  (the frontend maps the real libcudnn into this process)
 
@@ -151,7 +151,7 @@ def test_records_and_reports_name_the_float64_reference(tmp_path):
 
 
 def test_the_lesson_is_recomputed_in_float64_unless_its_own_rule_is_asked(tmp_path):
-    from convcheck.lesson_io import write_lesson
+    from convcheck.problem.lesson_io import write_lesson
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
     inputs = make_inputs(p, 0)
@@ -168,7 +168,7 @@ def test_the_lesson_is_recomputed_in_float64_unless_its_own_rule_is_asked(tmp_pa
 def test_the_float64_reference_s_columns_count_in_the_memory_estimate():
     """torch64's native kernels hold a column buffer: on a GPU one image's, on the CPU (slow_conv2d's
     finput) the whole batch's in fprop and wgrad, one image's in dgrad; a limit short of it refuses."""
-    from convcheck.memory import TooLarge, estimate, native_columns
+    from convcheck.check.memory import TooLarge, estimate, native_columns
 
     p = parse_descriptor("mb2ic64ih56oc64oh56kh3ph1")
     image = 64 * 9 * 56 * 56 * 8
@@ -188,9 +188,9 @@ def test_drawn_inputs_on_the_host_are_asked_less_a_result_than_given_data_or_a_g
     in chunks: it is asked BYTES_PER_DRAWN_RESULT_ON_HOST a result (and a declared Winograd bound its own
     share more), given data and any GPU check BYTES_PER_RESULT. run_check asks by its data: a limit at the
     drawn figure lets drawn inputs through and refuses the same problem's given data."""
-    from convcheck import memory
-    from convcheck.fast_bound import parse_algorithm
-    from convcheck.fill import ConvInputs, make_inputs
+    from convcheck.check import memory
+    from convcheck.numerics.fast_bound import parse_algorithm
+    from convcheck.check.fill import ConvInputs, make_inputs
 
     p = parse_descriptor("mb2ic16ih20oc16oh20kh3ph1")
     results = 2 * 16 * 20 * 20
@@ -211,9 +211,9 @@ def test_drawn_inputs_on_the_host_are_asked_less_a_result_than_given_data_or_a_g
 
 _HELD = """
 import json, resource, sys
-from convcheck import memory
+from convcheck.check import memory
 from convcheck.check import run_check
-from convcheck.fill import ConvInputs, make_inputs
+from convcheck.check.fill import ConvInputs, make_inputs
 from convcheck.problem import parse_descriptor
 desc, direction, dtype, reference, data = sys.argv[1:]
 p = parse_descriptor(desc).with_(direction=direction, dtype=dtype)

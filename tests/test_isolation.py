@@ -30,7 +30,7 @@ def lines(path):
 
 def expected(rec: dict) -> tuple[str, str | None]:
     """What tests.crashers.resnet_mixed does to the ResNet-50 layer of ``rec``: (status, how)."""
-    from convcheck.records import problem_from_record
+    from convcheck.campaign.records import problem_from_record
 
     p = problem_from_record(rec)
     if p.ic == 64:
@@ -102,9 +102,9 @@ def test_resume_reruns_nothing_and_retry_crashed_checks_them_again(mixed, tmp_pa
 
 
 def test_the_other_tools_know_crashed_and_timeout(mixed, tmp_path):
-    from convcheck.diff import diff_records
-    from convcheck.expectations import apply, read_expectations
-    from convcheck.records import read_records, write_junit
+    from convcheck.campaign.diff import diff_records
+    from convcheck.campaign.expectations import apply, read_expectations
+    from convcheck.campaign.records import read_records, write_junit
 
     out, _, _ = mixed["1"]
     recs = read_records(out)
@@ -191,9 +191,9 @@ def test_a_crash_in_one_of_many_plans_names_the_plan():
     plans in turn and segfaults in the third. The record names that plan (its key too), and the
     problem counts as checked for --resume."""
     from convcheck.problem import parse_descriptor
-    from convcheck.records import keys_of, record_key
-    from convcheck.sweep import Item, SweepOptions, _identity, crash_records
-    from convcheck.workers import Supervisor, Task
+    from convcheck.campaign.records import keys_of, record_key
+    from convcheck.campaign.sweep import Item, SweepOptions, _identity, crash_records
+    from convcheck.campaign.workers import Supervisor, Task
 
     with Supervisor(1) as sup:
         outs = list(sup.run([Task("t", "tests.crashers:plans_then_segfault", (4, 2), 60),
@@ -218,7 +218,7 @@ def _worker_pids(parent: int) -> list[int]:
             argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"convcheck.workers" in argv and str(parent).encode() in argv:
+        if b"convcheck.campaign.workers" in argv and str(parent).encode() in argv:
             found.append(int(entry))
     return found
 
@@ -251,7 +251,7 @@ def test_sigterm_during_a_hang_ends_promptly_and_leaves_no_process(tmp_path, job
 def test_a_worker_killed_while_it_starts_is_started_again():
     """A worker killed before it is ready (the OOM killer while torch imports, as CI once did to
     the second of two) is no broken environment: it is started again and every task runs."""
-    from convcheck.workers import Supervisor, Task
+    from convcheck.campaign.workers import Supervisor, Task
 
     with Supervisor(2) as sup:
         sup.start()
@@ -266,8 +266,8 @@ def test_a_worker_killed_while_it_starts_is_started_again():
 def test_a_broken_environment_says_so_at_once(tmp_path, monkeypatch):
     """A worker that exits by itself while it starts, before any worker has started, met an
     environment it cannot import in: one message saying so, not three tries."""
-    from convcheck.errors import NotAvailableHere
-    from convcheck.workers import Supervisor, Task
+    from convcheck.base.errors import NotAvailableHere
+    from convcheck.campaign.workers import Supervisor, Task
 
     (tmp_path / "convcheck_broken_install.py").write_text("raise RuntimeError('a broken install')\n")
     monkeypatch.syspath_prepend(str(tmp_path))

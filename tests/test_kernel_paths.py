@@ -1,6 +1,6 @@
 """Which kernel torch runs here, and that convcheck's model of it is the kernel's arithmetic.
 
-torch's fp16/bf16 convolutions round differently on different CPUs (convcheck.rounding): oneDNN,
+torch's fp16/bf16 convolutions round differently on different CPUs (convcheck.numerics.rounding): oneDNN,
 where the CPU supports it for the type, gives the fp32 sum rounded once; the slow kernels store
 dgrad's kernel taps and wgrad's images in the tensor type. oneDNN can be switched off on every
 CPU, so the slow path is tested everywhere; oneDNN's is tested where this CPU has it (else the
@@ -17,8 +17,8 @@ import itertools
 import pytest
 import torch
 
-from convcheck.backends import torch_conv
-from convcheck.judging import make_bound
+from convcheck.check.backends import torch_conv
+from convcheck.check.judging import make_bound
 from convcheck.problem import parse_descriptor
 
 PROBLEMS = [
@@ -172,11 +172,11 @@ def test_stage_energy_is_each_outputs_own_staged_sum(direction):
 
     import numpy as np
 
-    from convcheck.fill import ConvInputs
-    from convcheck.magnitudes import _tap_parts, stage_energy
-    from convcheck.random_problems import random_problems
-    from convcheck.rounding import STAGES
-    from convcheck.summation import element_terms, stage_statistics
+    from convcheck.check.fill import ConvInputs
+    from convcheck.numerics.magnitudes import _tap_parts, stage_energy
+    from convcheck.problem.random_problems import random_problems
+    from convcheck.numerics.rounding import STAGES
+    from convcheck.numerics.summation import element_terms, stage_statistics
 
     rng = np.random.default_rng(3)
     for p in random_problems(20, seed=11):
@@ -201,9 +201,9 @@ def test_the_stage_model_covers_the_variance_of_torch_s_staged_error(direction, 
     uniform errors; the whole where two tensor-type values are added), so torch's staged error over
     sqrt(energy + the output's own rounding) has an RMS of at most 1 (measured: 0.61 for dgrad, 0.83-0.90
     for wgrad). And the model is not slack: above 0.5."""
-    from convcheck.fill import make_inputs
-    from convcheck.magnitudes import stage_energy
-    from convcheck.rounding import STAGES, UNIFORM_PROXY, half_ulp
+    from convcheck.check.fill import make_inputs
+    from convcheck.numerics.magnitudes import stage_energy
+    from convcheck.numerics.rounding import STAGES, UNIFORM_PROXY, half_ulp
 
     p = parse_descriptor(desc).with_(dtype=dtype, direction=direction)
     inputs = make_inputs(p, seed=1)
@@ -239,8 +239,8 @@ def test_a_one_percent_error_on_the_largest_output_of_many_stages_fails_fp16(dir
 def test_fp16_accumulation_plant_changes_a_batch_one_weight_gradient():
     """At batch 1 a per-image slice would round the sum once, which is what torch does: the plant then
     changed nothing. It slices each image's output positions, so it is an fp16 accumulator again."""
-    from convcheck.fill import make_inputs
-    from convcheck.plant import effect, fp16_accumulation
+    from convcheck.check.fill import make_inputs
+    from convcheck.check.plant import effect, fp16_accumulation
 
     p = parse_descriptor("mb1ic8ih28oc8oh28kh3ph1").with_(dtype="fp16", direction="wgrad")
     inputs = make_inputs(p, seed=1)
@@ -290,8 +290,8 @@ def test_torch_s_known_bf16_bug_fails_where_its_kernel_runs_and_is_listed():
     from pathlib import Path
 
     from convcheck.check import run_check
-    from convcheck.environment import onednn_amx
-    from convcheck.expectations import apply, read_expectations
+    from convcheck.check.environment import onednn_amx
+    from convcheck.campaign.expectations import apply, read_expectations
 
     known = read_expectations(Path(__file__).resolve().parent.parent / "cases" / "known_failures" / "torch_cpu.txt")
     p = parse_descriptor("mb2ic1ih14iw2oc4oh11ow1kh4kw2sw2ph0pw0").with_(dtype="bf16")

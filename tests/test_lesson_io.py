@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from convcheck.check import check_stored_output
-from convcheck.errors import BadInput
-from convcheck.fill import make_inputs
-from convcheck.lesson_io import lesson_shapes, read_lesson, read_shapes, write_lesson
+from convcheck.base.errors import BadInput
+from convcheck.check.fill import make_inputs
+from convcheck.problem.lesson_io import lesson_shapes, read_lesson, read_shapes, write_lesson
 from convcheck.problem import parse_descriptor
-from convcheck.backends import numpy_ref
+from convcheck.check.backends import numpy_ref
 
 
 def _write(tmp_path, desc="mb2ic4ih9oc3oh5kh3sh2ph1"):

@@ -10,10 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close, dtypes
-from convcheck.errors import BadInput
-from convcheck.expectations import Expectation, apply as apply_expectations, read_expectations
-from convcheck.miopen import NotRepresentable, parse_miopen_line
+from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close
+from convcheck.base import dtypes
+from convcheck.base.errors import BadInput
+from convcheck.campaign.expectations import Expectation, apply as apply_expectations, read_expectations
+from convcheck.problem.miopen import NotRepresentable, parse_miopen_line
 
 from .conftest import run_cli
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from convcheck.errors import BadInput
-from convcheck.matrix import cudnn_requirement, run_matrix, slug
+from convcheck.base.errors import BadInput
+from convcheck.campaign.matrix import cudnn_requirement, run_matrix, slug
 
 from .conftest import run_cli
 
@@ -24,7 +24,7 @@ def test_two_versions_two_environments_and_the_diff(tmp_path):
     assert "numpy                     2.3.5 / 2.4.6   <- differs" in done.stdout
     assert "3 problems in both" in done.stdout and "status flips: 0" in done.stdout
     # cuDNN is not what these environments pin: each still finds the base's libcudnn
-    from convcheck.environment import versions
+    from convcheck.check.environment import versions
 
     base = versions()["cudnn_backend (frontend)"]
     assert {r["versions"]["cudnn_backend (frontend)"] for r in a + b} == {base}, base

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from convcheck import backends
+from convcheck.check import backends
 
 from .conftest import REPO, run_cli
 
@@ -22,7 +22,7 @@ def test_a_cudnn_matrix_without_a_gpu_is_refused_before_installing(tmp_path):
 
 
 def test_matrix_environments_default_outside_the_checkout(monkeypatch, tmp_path):
-    from convcheck.matrix import default_workdir
+    from convcheck.campaign.matrix import default_workdir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert default_workdir() == tmp_path / "convcheck" / "matrix"
@@ -32,7 +32,7 @@ def test_matrix_environments_default_outside_the_checkout(monkeypatch, tmp_path)
 def test_versions_say_whole_sentences_when_the_frontend_is_missing(monkeypatch):
     import builtins
 
-    from convcheck import environment
+    from convcheck.check import environment
 
     real = builtins.__import__
 
@@ -98,7 +98,7 @@ def test_pytest_examples_without_pytest_say_so_in_one_line(example):
 
 
 def test_no_install_advice_where_there_is_no_gpu():
-    from convcheck.backends import cudnn_graph
+    from convcheck.check.backends import cudnn_graph
 
     if cudnn_graph.nvidia_driver_present():
         pytest.skip("this machine has an NVIDIA driver")

@@ -29,8 +29,8 @@ def test_a_passing_exact_check_says_nothing_about_mistrust():
 
 def test_a_mostly_zero_reference_says_why_it_is_mistrusted():
     from convcheck import parse_descriptor, run_check
-    from convcheck.evidence import report_text
-    from convcheck.fill import make_inputs
+    from convcheck.output.evidence import report_text
+    from convcheck.check.fill import make_inputs
 
     p = parse_descriptor(LESSON)
     exact = make_inputs(p, 0, kind="exact")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from convcheck import fill
-from convcheck.backends import numpy_ref, torch_conv
+from convcheck.check import fill
+from convcheck.check.backends import numpy_ref, torch_conv
 from convcheck.check import Plan, bound_for_plan, plan_bound, run_check
-from convcheck.errors import BadInput
+from convcheck.base.errors import BadInput
 from convcheck.problem import parse_descriptor
 
 from .conftest import run_cli
@@ -119,7 +119,7 @@ def test_the_thinning_bound_holds_over_the_true_largest_sum(desc, direction):
     exact range), and not be far above it (else the fill thins more than it needs)."""
     from dataclasses import replace
 
-    from convcheck.magnitudes import compute
+    from convcheck.numerics.magnitudes import compute
 
     p = parse_descriptor(desc, direction=direction)
     inputs = fill.make_inputs(p, 1, kind="exact")
@@ -133,7 +133,7 @@ def test_a_plan_checked_against_torch_is_judged_by_what_torch_computes_where_it_
     """Every plan's bound (engines) and a rejudged plan's take torch's model from the device the reference
     ran on: torch's fp16 on a GPU is not the CPU's slow kernels (on a machine without CUDA, torch cannot
     say, and the side says that)."""
-    from convcheck.backends.torch_conv import computes
+    from convcheck.check.backends.torch_conv import computes
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1").with_(dtype="fp16")
     how = bound_for_plan(p, "elementwise", [], reference="torch")

@@ -20,10 +20,10 @@ from __future__ import annotations
 import pytest
 
 from convcheck import run_check
-from convcheck.fill import make_inputs
-from convcheck.plant import BUGS, applies, effect
-from convcheck.winograd_plants import BUGS as WINOGRAD_BUGS
-from convcheck.random_problems import random_problems
+from convcheck.check.fill import make_inputs
+from convcheck.check.plant import BUGS, applies, effect
+from convcheck.check.winograd_plants import BUGS as WINOGRAD_BUGS
+from convcheck.problem.random_problems import random_problems
 
 LOGIC_BUGS = ("drop-channel", "padding", "flip", "dilation", "group-mix", "nhwc-as-nchw", "row-unwritten", "element")
 PRECISION_BUGS = ("tf32-inputs", "bf16-inputs", "fp16-output", "fp16-accumulation")
@@ -104,7 +104,7 @@ def test_a_real_torch_cpu_bf16_bug_is_caught_and_a_correct_peer_passes():
     im2col (correct, bf16) passes; torch fails exactly when its error is beyond rounding."""
     import numpy as np
 
-    from convcheck.backends import numpy_ref
+    from convcheck.check.backends import numpy_ref
     from convcheck.problem import parse_descriptor
 
     p = parse_descriptor("mb2ic1ih6iw1oc4oh11ow1kh4kw2sh1sw2ph5pw1", mode="conv", dtype="bf16")
@@ -128,7 +128,7 @@ def test_the_default_fp32_check_sees_either_operand_rounded_alone(direction):
     product: rounding the weights alone (wgrad: the output gradient) to TF32, bf16 or fp8 changes
     the answer, and the default verdict fails it, wherever the fill could be split (two channels
     per group to sum over, or two images)."""
-    from convcheck.errors import BadInput
+    from convcheck.base.errors import BadInput
 
     checked = invisible = 0
     for i, base in enumerate(random_problems(24, seed=31, dtype="fp32")):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from convcheck.errors import BadInput
+from convcheck.base.errors import BadInput
 from convcheck.problem import ConvProblem, parse_descriptor, read_batch_file
 
 # (descriptor, expected fields) from ../shared/cases/benchdnn, worked out by hand.

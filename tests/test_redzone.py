@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convcheck.redzone import GUARD_BYTES, PATTERN, GuardedBuffer, bitwise_equal
+from convcheck.check.redzone import GUARD_BYTES, PATTERN, GuardedBuffer, bitwise_equal
 
 
 @pytest.mark.parametrize("channels_last", [False, True])

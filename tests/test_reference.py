@@ -6,9 +6,9 @@ import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
-from convcheck.backends import numpy_ref, torch_conv
-from convcheck.errors import BadInput
-from convcheck.fill import make_inputs
+from convcheck.check.backends import numpy_ref, torch_conv
+from convcheck.base.errors import BadInput
+from convcheck.check.fill import make_inputs
 from convcheck.problem import ConvProblem, parse_descriptor
 
 axis = st.tuples(
@@ -64,7 +64,7 @@ def test_reference_is_float64_and_depthwise_works():
 
 
 def test_torch_backend_pins_ieee_fp32_and_restores():
-    from convcheck.math_mode import torch_tf32_state
+    from convcheck.base.math_mode import torch_tf32_state
 
     before = torch_tf32_state()
     p = parse_descriptor("mb1ic4ih6oc4oh6kh3ph1")

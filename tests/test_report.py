@@ -65,8 +65,8 @@ def test_rendered_in_headless_chromium_and_sorted_by_its_script(report, tmp_path
 def test_an_exact_bound_failure_is_pictured_where_the_outputs_differ(tmp_path):
     """error/bound is 0 or infinite under the exact bound: the picture is |ours - ref| with each
     differing output marked, and a histogram of the differing outputs alone."""
-    from convcheck.report import error_pictures
-    from convcheck.records import read_records
+    from convcheck.output.report import error_pictures
+    from convcheck.campaign.records import read_records
 
     out = tmp_path / "s.jsonl"
     done = run_cli("check", "mb2ic16ih14oc8oh14kh3ph1", "--plant", "element", "--json", "--backend", "torch", "--device", "cpu")
@@ -79,7 +79,7 @@ def test_an_exact_bound_failure_is_pictured_where_the_outputs_differ(tmp_path):
 
 
 def test_the_versions_line_reads_as_text_and_the_table_wraps(report):
-    from convcheck.report import _versions_line
+    from convcheck.output.report import _versions_line
 
     _, page = report
     text = page.read_text()

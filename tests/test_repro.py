@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from convcheck import parse_descriptor
-from convcheck.backends import cudnn_graph, frontend_compat, numpy_ref, torch64
-from convcheck.judging import make_bound
-from convcheck.fill import _DeviceBits, _exact, make_inputs
-from convcheck.magnitudes import compute as magnitudes
-from convcheck.repro import SCRIPT_TERMS
-from convcheck.repro import script
+from convcheck.check.backends import cudnn_graph, frontend_compat, numpy_ref, torch64
+from convcheck.check.judging import make_bound
+from convcheck.check.fill import _DeviceBits, _exact, make_inputs
+from convcheck.numerics.magnitudes import compute as magnitudes
+from convcheck.output.repro import SCRIPT_TERMS
+from convcheck.output.repro import script
 
 from .conftest import REPO, needs_frontend, run_cli
 
@@ -122,7 +122,7 @@ def test_the_script_draws_convcheck_s_inputs_bit_for_bit(kind, fill, tmp_path):
     host = make_inputs(p, 7, kind=fill)
     device = make_inputs(p, 7, kind=fill) if fill == "random" else _exact(p, _DeviceBits(7, "cpu"), 7)
     if fill == "random":
-        from convcheck.fill import ConvInputs
+        from convcheck.check.fill import ConvInputs
 
         bits = _DeviceBits(7, "cpu")
         device = ConvInputs(x=bits.uniform(p.x_shape, p.dtype), w=bits.uniform(p.w_shape, p.dtype), seed=7,
@@ -192,7 +192,7 @@ def test_check_repro_and_graph_python_write_the_same_kind_of_script(tmp_path):
 
 
 def test_a_record_of_given_data_is_refused_and_the_lesson_saves_its_data(tmp_path):
-    from convcheck.lesson_io import write_lesson
+    from convcheck.problem.lesson_io import write_lesson
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
     inputs = make_inputs(p, 0)
@@ -226,7 +226,7 @@ def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tm
     """A record of `sweep --all-engines` names its plan; a TF32 plan of an fp32 graph was judged by
     the TF32 bound: the script selects that plan without the fp32 note filter, and uses that bound."""
     from convcheck import run_check
-    from convcheck.repro import from_record
+    from convcheck.output.repro import from_record
 
     rec = run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound="elementwise").record()
     rec.update(backend="cudnn", engine="eng38_k2=1", judged_as="tf32 (engine down-converts fp32 inputs)",
@@ -248,8 +248,8 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     it, and its allowance is convcheck's, element for element. The record is one whose inputs were
     drawn on the host, so that this runs without a GPU; a GPU-drawn one is refused here in one line."""
     from convcheck.check import Plan, PlanJudging, plan_bound
-    from convcheck.fast_bound import from_engine_notes
-    from convcheck.repro import write_script
+    from convcheck.numerics.fast_bound import from_engine_notes
+    from convcheck.output.repro import write_script
 
     p = parse_descriptor("mb2ic8ih10oc12oh10kh3ph1").with_(direction=direction)
     algorithm, _ = from_engine_notes(notes, p)

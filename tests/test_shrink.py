@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 
 from convcheck.problem import parse_descriptor
-from convcheck.shrink import size, steps
-from convcheck.strategies import conv_problems
+from convcheck.campaign.shrink import size, steps
+from convcheck.problem.strategies import conv_problems
 from tests.conftest import REPO, run_cli
 
 BUGS = REPO / "examples" / "shape_bugs.py"
@@ -87,7 +87,7 @@ def test_your_padding_code_runs_where_the_back_padding_is_never_read():
     from convcheck import check_conv_function
     from examples import shape_bugs
 
-    from convcheck.backends.user_function import call_for
+    from convcheck.check.backends.user_function import call_for
 
     conv1 = parse_descriptor("mb1ic3ih224oc8oh112kh7sh2ph3")
     assert conv1.pad_post == (2, 2) and call_for(conv1).padding == (3, 3) and call_for(conv1).exact

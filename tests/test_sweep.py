@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from convcheck.records import read_records, record_key
+from convcheck.campaign.records import read_records, record_key
 
 from .conftest import REPO, run_cli
 
@@ -157,7 +157,7 @@ def _workers_of(pid: int) -> list[int]:
     found = []
     for child in open(f"/proc/{pid}/task/{pid}/children").read().split():
         cmdline = open(f"/proc/{child}/cmdline", "rb").read().split(b"\0")
-        if b"convcheck.workers" in cmdline:
+        if b"convcheck.campaign.workers" in cmdline:
             found.append(int(child))
     return found
 
@@ -209,7 +209,7 @@ def plan_result(p, index: int, name: str, status: str, ratio, **info):
     """A plan's CheckResult as ``check_engines`` makes it (without a GPU): built plans carry a
     comparison, a plan cuDNN would not build is ``unsupported`` with cuDNN's message."""
     from convcheck.check import CheckResult, Plan
-    from convcheck.compare import Comparison
+    from convcheck.check.compare import Comparison
 
     built = status != "not built"
     r = CheckResult(status=status if built else "unsupported", problem=p, plan=Plan("cudnn", "cuda", "torch", "cuda"),
@@ -229,7 +229,7 @@ def _engine_sweep_file(path, flips=None, extra=None, seed=0):
     """Records of an --all-engines sweep, as ``engine_sweep_records`` makes them from ``check_engines``'
     results; ``flips`` changes some plans' verdicts, ``extra`` adds a plan (another cuDNN version)."""
     from convcheck.problem import parse_descriptor
-    from convcheck.sweep import Item, SweepOptions, engine_sweep_records
+    from convcheck.campaign.sweep import Item, SweepOptions, engine_sweep_records
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
     flips = flips or {}
@@ -247,8 +247,8 @@ def _engine_sweep_file(path, flips=None, extra=None, seed=0):
 
 
 def test_engine_records_have_a_key_per_plan_and_resume_by_problem(tmp_path):
-    from convcheck.records import done_keys
-    from convcheck.sweep import Item, SweepOptions, _identity
+    from convcheck.campaign.records import done_keys
+    from convcheck.campaign.sweep import Item, SweepOptions, _identity
     from convcheck.problem import parse_descriptor
 
     recs = _engine_sweep_file(tmp_path / "e.jsonl")
@@ -274,7 +274,7 @@ def test_diff_junit_and_report_name_the_plan(tmp_path):
     assert done.returncode == 1, done.stdout
     assert "passed -> failed  mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0 [eng38_k2=1_k13=0]" in done.stdout
     assert "only in B: mb2ic16ih14iw14oc8oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0 [eng90_k2=3]" in done.stdout
-    from convcheck.records import write_junit
+    from convcheck.campaign.records import write_junit
 
     suite = ET.parse(write_junit(read_records(b), tmp_path / "j.xml")).getroot()
     names = [c.get("name") for c in suite]

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 
 from convcheck import assert_conv_function, check_conv_function, parse_descriptor
-from convcheck.backends import user_function
-from convcheck.fill import make_inputs
-from convcheck.strategies import conv_problems
+from convcheck.check.backends import user_function
+from convcheck.check.fill import make_inputs
+from convcheck.problem.strategies import conv_problems
 
 from .conftest import REPO, run_cli
 
@@ -51,7 +51,7 @@ def test_a_correct_kernel_passes_the_built_in_set_and_resnet_50_from_python():
 
 def _bits(problem, rec, fn):
     """The kernel's output on the check's own inputs (the record's seed and fill), as int32 bits."""
-    from convcheck.backends import torch_conv
+    from convcheck.check.backends import torch_conv
 
     inputs = make_inputs(problem, rec["seed"], kind=rec["fill"])
     x, w, dy, bias = torch_conv.as_checked(problem, inputs, "cpu")
@@ -187,7 +187,7 @@ def test_problems_can_be_named_listed_or_a_file(tmp_path):
     batch.write_text("mb2ic8ih9oc8oh9kh3ph1\n")
     assert len(check_conv_function(F.conv2d, str(batch))) == 1
     assert len(check_conv_function(F.conv2d, ["mb2ic8ih9oc8oh9kh3ph1", parse_descriptor("mb1ic4ih5oc4oh5kh1ph0")])) == 2
-    from convcheck.errors import BadInput
+    from convcheck.base.errors import BadInput
 
     with pytest.raises(BadInput, match="bundled: .*resnet_50"):
         check_conv_function(F.conv2d, "resnet_5O")
@@ -202,8 +202,8 @@ def test_the_contract_a_function_was_judged_by_is_in_its_record_and_rerun_and_re
     judge by it again (before, both fell back to the default, and repro refused what it could carry)."""
     from convcheck.check import run_check
     from convcheck.problem import parse_descriptor
-    from convcheck.repro import function_script
-    from convcheck.rerun import rerun
+    from convcheck.output.repro import function_script
+    from convcheck.campaign.rerun import rerun
 
     source = tmp_path / "fn.py"
     source.write_text(

@@ -15,16 +15,16 @@ import pytest
 import torch
 
 from convcheck import run_check
-from convcheck.bound import ElementwiseBound, side_for
-from convcheck.rounding import FLOAT64
-from convcheck.judging import make_bound
+from convcheck.numerics.bound import ElementwiseBound, side_for
+from convcheck.numerics.rounding import FLOAT64
+from convcheck.check.judging import make_bound
 from convcheck.check import abs_conv, check_stored_output
-from convcheck.compare import compare
-from convcheck.errors import BadInput
-from convcheck.fill import ConvInputs, make_inputs
-from convcheck.magnitudes import Magnitudes
+from convcheck.check.compare import compare
+from convcheck.base.errors import BadInput
+from convcheck.check.fill import ConvInputs, make_inputs
+from convcheck.numerics.magnitudes import Magnitudes
 from convcheck.problem import parse_descriptor
-from convcheck.random_problems import random_problems
+from convcheck.problem.random_problems import random_problems
 
 from .conftest import run_cli
 
@@ -77,7 +77,7 @@ def test_worst_case_is_taken_where_it_is_tighter_n1():
     p = parse_descriptor("mb2ic1ih8oc4oh8kh1ph0")
     assert p.accumulation_depth == 1
     inputs = make_inputs(p, 0)
-    from convcheck.backends import numpy_ref
+    from convcheck.check.backends import numpy_ref
 
     ref = numpy_ref.compute(p, inputs)
     off = (ref * (1 + 2.0 ** -22)).astype(np.float32)
@@ -151,7 +151,7 @@ def test_exact_mode_mistrusts_at_most_one_percent_of_correct_random_problems():
     the AMX/AVX512-bf16 path); such a failure is the check working, and is not counted."""
     from pathlib import Path
 
-    from convcheck.expectations import apply, read_expectations
+    from convcheck.campaign.expectations import apply, read_expectations
 
     known = read_expectations(Path(__file__).resolve().parent.parent / "cases" / "known_failures" / "torch_cpu.txt")
     mistrusted = total = 0
@@ -169,7 +169,7 @@ def test_exact_mode_mistrusts_at_most_one_percent_of_correct_random_problems():
 def test_exact_fill_is_precision_sensitive_for_fp32_and_exact_in_tf32():
     p = parse_descriptor("mb2ic64ih14oc8oh14kh3ph1")
     exact = make_inputs(p, 0, kind="exact")
-    from convcheck import dtypes
+    from convcheck.base import dtypes
 
     for a in (exact.x, exact.w):  # both operands: TF32 cannot hold most of their fine values
         fine = a[(a != 0) & ~np.isin(a, [-2.0, -1.0, 1.0, 2.0])]
@@ -220,8 +220,8 @@ def test_the_exact_fill_sees_rounded_weights_alone():
     default verdict against the float64 convolution."""
     import torch.nn.functional as F
 
-    from convcheck import dtypes
-    from convcheck.bound import ExactBound
+    from convcheck.base import dtypes
+    from convcheck.numerics.bound import ExactBound
 
     inputs = make_inputs(parse_descriptor("mb1ic256ih14oc256oh14kh3ph1"), 0, kind="exact")
     x, w = torch.from_numpy(inputs.x), torch.from_numpy(inputs.w)

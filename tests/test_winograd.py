@@ -10,10 +10,10 @@ from fractions import Fraction
 import pytest
 import torch
 
-from convcheck import fft
+from convcheck.numerics import fft
 from convcheck import winograd as W
-from convcheck.backends import torch_conv
-from convcheck.bound import gamma
+from convcheck.check.backends import torch_conv
+from convcheck.numerics.bound import gamma
 from convcheck.problem import parse_descriptor
 
 TRANSFORMS = [t for m in (2, 4, 6) for t in W.every_published(m)]
@@ -120,9 +120,9 @@ def test_path_roundings_count_the_transforms_and_the_channel_sum():
 
 def test_the_energies_squared_half_ulp_is_fp32s_over_u_squared():
     """The energies add binade^2 and scale by 2^-48 once (winograd._binade2): per value, that is the
-    square of fp32's half-ulp (convcheck.rounding.half_ulp) at |v|(1 + BINADE_SLACK), both signs, every
+    square of fp32's half-ulp (convcheck.numerics.rounding.half_ulp) at |v|(1 + BINADE_SLACK), both signs, every
     binade from the subnormal floor to the largest, powers of two and a hair below them."""
-    from convcheck.rounding import BINADE_SLACK, half_ulp
+    from convcheck.numerics.rounding import BINADE_SLACK, half_ulp
 
     e = torch.arange(-160, 128, dtype=torch.float64)
     values = torch.cat([2.0 ** e, 1.7 * 2.0 ** e, (2.0 ** e) * (1 - 2.0 ** -13), -(2.0 ** e)])
@@ -191,8 +191,8 @@ def test_wgrad_sums_in_chunks_of_its_images_and_tiles_and_gives_the_values_whole
     take it in chunks of s, every sum added up and the running sums carried, and give what the slices of
     i and j give, to float64 rounding; in chunks of one s each, too (groups, padding, a partial tile, a
     zero row). Its memory counts no transformed operand, and it is never offered operand slices."""
-    from convcheck import memory
-    from convcheck.fast_bound import parse_algorithm
+    from convcheck.check import memory
+    from convcheck.numerics.fast_bound import parse_algorithm
 
     if not compiled:
         monkeypatch.setattr(W, "_compiled", lambda x: False)

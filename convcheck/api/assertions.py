@@ -1,0 +1,205 @@
+"""Check your own convolution inside your own tests.
+
+``assert_conv_close(actual, input, weight, ...)`` takes the arguments of
+``torch.nn.functional.conv1d/2d/3d`` (the input's rank picks the dimension) and the
+output your implementation (Triton, CUDA, CUTLASS, NumPy...) computed. It recomputes
+the convolution in float64 on the same device, and judges ``actual`` at two levels:
+
+* *rigorous*: the elementwise bound for given data (:mod:`convcheck.numerics.bound`), the worst
+  case over every summation order, valid for any values you pass; beyond it the answer is
+  provably wrong. It grows like n, so at depth it passes TF32 inputs or a zero gradient;
+* *probable* (the default, ``level="probable"``): for the outputs furthest out, what
+  correct fp32 summation gives on *this* data (:mod:`convcheck.numerics.probable`: Higham & Mary's
+  probabilistic bound over the output's own partial sums, or twice the error of sequential
+  fp32 summation of its own terms where equal terms make rounding lean one way).
+  ``level="rigorous"`` asks for the first alone.
+
+The types come from the tensors (float32, float16, bfloat16; ``dtype="tf32"`` if your
+kernel is meant to use TF32). In fp16/bf16 your kernel is judged by a *contract*
+(:mod:`convcheck.numerics.rounding`): ``contract="staged"`` (the default) allows what torch does on
+any of its paths: fp32 sums, an unfused bias added in the tensor type, and the stages torch's
+slow CPU kernels store in the tensor type (dgrad: one sum per kernel tap; wgrad: one per
+image, added in fp16/bf16); ``contract="fp32"`` allows only fp32 accumulation rounded once
+(oneDNN, cuDNN). A failure names the contract it broke.
+
+A kernel that computes by a fast algorithm says so (``algorithm="winograd:4"``, ``"fft"``...,
+:mod:`convcheck.numerics.fast_bound`) and is judged by that algorithm's bound for given data: the worst case
+over its transforms (``level="rigorous"``, Winograd only), or by default the probable level: the larger
+of the rounding model (each rounding's variance at most its bound squared) and twice the error of
+convcheck's own fp32 implementations of the algorithm on your data.
+
+``assert_conv_input_grad_close`` and ``assert_conv_weight_grad_close`` do the same for
+the two backward convolutions, with the arguments of ``torch.nn.grad.conv{1,2,3}d_input``
+and ``_weight``.
+
+Arrays may be torch tensors (CPU or CUDA), NumPy arrays or CuPy arrays (through DLPack).
+A failure raises ``AssertionError`` whose message, like ``torch.testing.assert_close``'s,
+names the level failed, the worst element's index, your value, the reference, the allowed
+error, their ratio, how many elements are outside, and the bound's derivation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..check.compare import error_ratio_map, to_torch
+from ..numerics.fast_bound import parse_algorithm
+from ..base.inputs import ConvInputs
+from ..problem.descriptor import ConvProblem, torch_padding
+
+_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def _tuple(value, nd: int, what: str) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * nd
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * nd
+    if len(value) != nd:
+        raise ValueError(f"{what} {value} has {len(value)} entries; a {nd}-D convolution needs {nd}")
+    return value
+
+
+def _dtype_of(t, dtype: str | None) -> str:
+    if dtype is not None:
+        if dtype not in ("fp32", "tf32", "fp16", "bf16"):
+            raise ValueError(f"dtype {dtype!r}: expected fp32, tf32, fp16 or bf16")
+        return dtype
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _DTYPES:
+        raise ValueError(f"tensors of {name} are not judged here: expected float32, float16 or bfloat16 "
+                         "(a float64 result needs no bound: compare it with torch.testing.assert_close)")
+    return _DTYPES[name]
+
+
+def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups, dtype: str, bias: bool) -> ConvProblem:
+    nd = len(x_shape) - 2
+    if nd not in (1, 2, 3) or len(w_shape) != nd + 2:
+        raise ValueError(f"input of shape {tuple(x_shape)} and weight of shape {tuple(w_shape)}: "
+                         "expected [N, C, *spatial] and [K, C/groups, *kernel] with 1 to 3 spatial axes")
+    kernel = tuple(int(k) for k in w_shape[2:])
+    stride = _tuple(stride, nd, "stride")
+    dilation = _tuple(dilation, nd, "dilation")
+    pre, post = torch_padding(padding, kernel, dilation, stride)
+    return ConvProblem(mb=int(x_shape[0]), ic=int(x_shape[1]), oc=int(w_shape[0]), input=tuple(int(i) for i in x_shape[2:]),
+                       kernel=kernel, stride=stride, pad_pre=pre, pad_post=post, dilation=dilation, groups=int(groups),
+                       dtype=dtype, direction=direction, fuse=("bias",) if bias else ())
+
+
+def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
+           contract: str | None = None, algorithm: str | None = None) -> None:
+    """Your answer judged as every given answer is (:func:`convcheck.check.judge_given`); a failure
+    raises AssertionError with the message a person reads."""
+    from ..check.backends import torch64
+    from ..numerics.bound import check_level
+    from ..check.pipeline import judge_given
+    from ..numerics.rounding import check_contract
+
+    level = check_level(level)
+    contract = check_contract(contract)
+    chosen = parse_algorithm(algorithm)
+    actual = to_torch(actual)
+    device = str(actual.device) if actual.device.type == "cpu" else "cuda"
+    if tuple(actual.shape) != tuple(problem.result_shape):
+        raise AssertionError(_prefix(msg) + f"shape mismatch: actual {tuple(actual.shape)}, the convolution gives "
+                             f"{tuple(problem.result_shape)} ({problem.descriptor()})")
+    x64, w64, dy64, b64 = (torch64.as_float64(a, device) for a in (x, w, dy, bias))
+    ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64 of your inputs as given, cuDNN disabled
+    result = judge_given(problem, ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64), actual, implementation="yours",
+                         reference="torch64", device=device, bound="elementwise" if chosen is None else None,
+                         level=level, contract=contract, algorithm=algorithm, ref=ref)
+    c = result.comparison
+    if c.passed:
+        return
+    if c.shape_error:
+        raise AssertionError(_prefix(msg) + c.shape_error)
+    index = c.worst_index
+    ours = float(actual[index])  # one element, not a float64 copy of the whole answer
+    truth = float(ref[index])
+    if chosen is None and c.level == "probable":
+        allowed = c.probable["worst"]["allowed"]
+        outside = (f"{c.outside} of the {c.probable['examined']} outputs examined one by one are beyond the probable "
+                   f"allowance ({c.probable['candidates']} of {c.total} exceed the smallest allowance)")
+    else:
+        ratio_map = error_ratio_map(actual, ref, result.judging, result.magnitudes)
+        allowed = abs(ours - truth) / ratio_map[index] if ratio_map[index] not in (0.0, float("inf")) else 0.0
+        outside = f"{c.outside} of {c.total} elements ({100.0 * c.outside / c.total:.3g}%) outside the allowed error"
+    what = f"{problem.descriptor()}, {problem.direction}, {problem.dtype}" + (f", {chosen.text}" if chosen else "")
+    raise AssertionError(
+        _prefix(msg)
+        + f"convolution not close ({what}): {outside}.\n"
+        + _level_text(problem, c.level if chosen is None else level, contract, chosen)
+        + f"Greatest error/allowed {c.max_ratio:.4g} at index {index}: actual {ours!r}, reference {truth!r}, "
+        f"|difference| {abs(ours - truth):.4g}, allowed {allowed:.4g}.\n"
+        + (f"Bound: {c.derivation}" if chosen else
+           f"Bound ({'any data, any summation order' if c.level == 'rigorous' else 'then the probable level'}): "
+           f"{c.derivation}"))
+
+
+def _level_text(problem: ConvProblem, level: str, contract: str, chosen) -> str:
+    """The lines of a failure's message that say which level (and contract, or fast algorithm) it failed."""
+    from ..numerics.rounding import CONTRACT_TEXT
+
+    half = problem.dtype in ("fp16", "bf16")
+    if chosen is not None:
+        return (f"Level: rigorous. Provably wrong: outside the worst case of {chosen.text} over its transforms.\n"
+                if level == "rigorous" else
+                f"Level: probable. Beyond what a correct fp32 {chosen.text} gives on this data "
+                "(level='rigorous' accepts what any order could explain, for Winograd).\n")
+    if level == "probable":
+        return ("Level: probable. Not ruled out under every summation order, but beyond what correct fp32 "
+                "summation gives on this data (level='rigorous' accepts what any order could explain).\n"
+                + (f"Contract: {contract} ({CONTRACT_TEXT[contract]}).\n" if half else ""))
+    text = ("Level: rigorous. Provably wrong: outside the worst case over every summation order of an fp32 accumulator.\n"
+            if not half else
+            f"Level: rigorous. Provably wrong under the {contract} contract ({CONTRACT_TEXT[contract]}): "
+            "outside the worst case over every summation order.\n")
+    if contract == "fp32" and half:
+        text += "(contract='staged' also accepts partial sums stored in the tensor type, as torch's slow kernels do.)\n"
+    return text
+
+
+def _prefix(msg: str | None) -> str:
+    return f"{msg}\n" if msg else ""
+
+
+def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
+                      groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None,
+                      contract: str | None = None, algorithm: str | None = None) -> None:
+    """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
+    up to what the arithmetic of ``actual``'s type allows (see the module's docstring); ``algorithm``
+    (``"winograd:M"``, ``"fft"``...): what your kernel computes by, judged by that algorithm's bound."""
+    x, w = to_torch(input), to_torch(weight)
+    problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
+                       _dtype_of(to_torch(actual), dtype), bias is not None)
+    _judge(actual, problem, x, w, None, bias, msg, level, contract, algorithm)
+
+
+def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight: Any, grad_output: Any, stride=1,
+                                 padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
+                                 msg: str | None = None, level: str | None = None,
+                                 contract: str | None = None, algorithm: str | None = None) -> None:
+    """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
+    w, dy = to_torch(weight), to_torch(grad_output)
+    problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
+                       _dtype_of(to_torch(actual), dtype), False)
+    _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm)
+
+
+def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence[int], grad_output: Any, stride=1,
+                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
+                                  msg: str | None = None, level: str | None = None,
+                                  contract: str | None = None, algorithm: str | None = None) -> None:
+    """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
+    x, dy = to_torch(input), to_torch(grad_output)
+    problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
+                       _dtype_of(to_torch(actual), dtype), False)
+    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm)
+
+
+def _placeholder_weight(weight_size, like):
+    """torch's autograd path for asymmetric padding needs a weight of the right shape; its values do not matter."""
+    import torch
+
+    return torch.zeros(tuple(weight_size), dtype=torch.float64, device=like.device)

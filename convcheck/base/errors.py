@@ -1,0 +1,109 @@
+"""Errors a user can act on, and the exit code each one maps to.
+
+Everything convcheck raises on purpose derives from :class:`ConvCheckError`; the
+command line prints its message (one line, no traceback) and exits with its
+``exit_code``. Anything else escaping is a bug in convcheck.
+"""
+
+from __future__ import annotations
+
+#: Exit codes of the ``convcheck`` command, documented in the README.
+EXIT_PASS = 0
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+EXIT_INTERNAL = 4
+
+
+class ConvCheckError(Exception):
+    """Base class: a message for the user and an exit code.
+
+    ``option`` names the setting the message is about, as the library's parameter
+    (``device``, ``max_memory``); the command line shows it as its flag (``--device``).
+    Messages never quote a flag themselves: a library user has none."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, *args, option: str | None = None):
+        super().__init__(*args)
+        self.option = option
+
+    def __reduce__(self):
+        """Pickled whole (its arguments and fields): a supervised worker sends it back to the
+        command, which reports it as if it had been raised there (:mod:`convcheck.campaign.workers`)."""
+        return _rebuild, (type(self), self.args, self.__dict__)
+
+
+def _rebuild(cls, args, fields):
+    e = Exception.__new__(cls)
+    e.args = args
+    e.__dict__.update(fields)
+    return e
+
+
+class BadInput(ConvCheckError, ValueError):
+    """Malformed descriptor, impossible shape, truncated file, bad option."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class BackendUnavailable(ConvCheckError, RuntimeError):
+    """The asked-for implementation cannot run here (no GPU, no libcudnn, ...)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, backend: str, reason: str):
+        super().__init__(f"backend '{backend}' is unavailable: {reason}")
+        self.backend = backend
+        self.reason = reason
+
+
+class Unsupported(ConvCheckError, RuntimeError):
+    """The implementation exists here but declined this particular problem.
+
+    cuDNN answers some graphs with "not supported"; that is a fact about the
+    library, reported with cuDNN's own message, never a pass and never a crash.
+    """
+
+    exit_code = EXIT_UNAVAILABLE
+
+    def __init__(self, backend: str, reason: str):
+        super().__init__(f"backend '{backend}' does not support this problem: {reason}")
+        self.backend = backend
+        self.reason = reason
+
+
+class NotAvailableHere(ConvCheckError, RuntimeError):
+    """Something the run needs is missing on this machine (no GPU to spread a sweep over...)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+def writable_file(path, option: str | None):
+    """A file a command will write, as a Path: refused before any work if it cannot be
+    (a folder, or in a folder that does not exist). None stays None. ``option``: the
+    setting that named it (see :class:`ConvCheckError`)."""
+    from pathlib import Path
+
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{path}: is a folder; expected a file name", option=option)
+    if not p.parent.is_dir():
+        raise BadInput(f"{path}: folder {p.parent} does not exist", option=option)
+    return p
+
+
+def text_lines(path, option: str | None, expected: str) -> list[str]:
+    """The lines of a text file the user named, or BadInput naming it (and the ``option``
+    that named it); ``expected`` is what it should hold."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such file (expected {expected})", option=option)
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a text file (expected {expected})", option=option) from None

@@ -1,0 +1,52 @@
+"""Where the check in this process is now: its stage and, on cuDNN, the plan.
+
+A check announces each stage as it enters it (``enter("execute", plan="...")``). Nothing
+is kept but the latest, and by default nothing else happens: the call costs a
+few hundred nanoseconds. A supervised worker (:mod:`convcheck.campaign.workers`) sets a listener
+that sends each announcement to its supervisor before the stage runs, so that when the
+code under test kills the process (a segfault in a kernel, ``os._exit``, the OOM killer)
+or hangs, the record can say in which stage, and in which cuDNN plan, it happened.
+
+The stages, in the order a check goes through them:
+
+- ``fill``: the seeded inputs are drawn;
+- ``build``: the implementation under test builds what it runs (cuDNN: the graph, validated);
+- ``plan``: cuDNN's heuristics offer execution plans, and one is built (``plan`` names it);
+- ``execute``: the implementation under test runs (your function, torch, a cuDNN plan);
+- ``reference``: the reference computes its answer;
+- ``compare``: the magnitudes of the bound and the comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+STAGES = ("fill", "build", "plan", "execute", "reference", "compare")
+
+_now: tuple[str | None, str | None] = (None, None)
+_listener: Callable[[str, str | None], None] | None = None
+
+
+def enter(stage: str, plan: str | None = None) -> None:
+    """The check in this process enters ``stage`` (in cuDNN's ``plan``, where one runs)."""
+    global _now
+    _now = (stage, plan)
+    if _listener is not None:
+        _listener(stage, plan)
+
+
+def current() -> tuple[str | None, str | None]:
+    """(stage, plan) last entered in this process; (None, None) before any."""
+    return _now
+
+
+def listen(fn: Callable[[str, str | None], None] | None) -> None:
+    """Call ``fn(stage, plan)`` at every :func:`enter` of this process (None: stop)."""
+    global _listener
+    _listener = fn
+
+
+def reset() -> None:
+    """A new check begins: no stage yet."""
+    global _now
+    _now = (None, None)

@@ -1,0 +1,220 @@
+"""Sweep records: one JSON object a line, what identifies them, how to read them back
+(torn tails included), how bad each is, and how they leave as JUnit XML. Used by sweep,
+model, rerun, diff and report alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base.errors import BadInput, writable_file
+from ..numerics.bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
+from ..problem.descriptor import problem_from_record  # noqa: F401 (read from here too)
+
+STATUSES = ("passed", "failed", "crashed", "timeout", "mistrusted", "known-failure", "unsupported", "refused", "invalid",
+            "error", "skipped")
+
+
+def record_key(rec: dict) -> str:
+    """What identifies a check across runs and machines (not the versions or results): every
+    field of :meth:`convcheck.check.spec.CheckSpec.identity`, so every choice that can change a verdict.
+    A record of an --all-engines sweep also names its plan (``engine``); without that
+    field the key is the problem's within that sweep (what ``--resume`` skips)."""
+    key = "|".join(str(rec.get(k)) for k in (
+        "problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug"))
+    if rec.get("engines"):
+        key += f"|engines={rec['engines']}"
+    if rec.get("engine"):
+        key += f"|engine={rec['engine']}"
+    if rec.get("engine_pinned"):  # one plan asked for by name (shrink, hunt --engine)
+        key += f"|pinned={rec['engine_pinned']}"
+    if rec.get("algorithm"):  # the fast algorithm a function declared: winograd:4 and winograd:6 are two checks
+        key += f"|algorithm={rec['algorithm']}"
+    if rec.get("contract"):  # your function judged as staged or as fp32 sums: two verdicts
+        key += f"|contract={rec['contract']}"
+    level = rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None)
+    if level:  # given data judged at the probable or the rigorous level: two verdicts
+        key += f"|level={level}"
+    return key
+
+
+def record_label(rec: dict) -> str:
+    """A record's problem as people read it, with its plan in a sweep of every engine."""
+    return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
+
+
+def record_brief(rec: dict) -> str:
+    """The label with what else was checked: dtype, layout, direction, fusion, bound."""
+    extra = [rec.get("dtype"), rec.get("layout"), rec.get("direction"), "+".join(rec.get("fuse") or []) or None,
+             rec.get("bound") and f"bound {rec['bound']}"]
+    return record_label(rec) + " " + " ".join(str(x) for x in extra if x)
+
+
+def keys_of(records) -> set[str]:
+    """The keys a resumed sweep skips: each record's, and for a plan's record its problem's too."""
+    keys = set()
+    for rec in records:
+        keys.add(record_key(rec))
+        if rec.get("engine"):  # a plan's record: its problem was checked
+            keys.add(record_key({k: v for k, v in rec.items() if k != "engine"}))
+    return keys
+
+
+def done_keys(path: Path) -> set[str]:
+    """Keys already in a sweep file; a line that is not a record (a torn tail) is ignored."""
+    if not path.exists():
+        return set()
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return keys_of(records)
+
+
+def read_records(path, notices: list | None = None) -> list[dict]:
+    """Every record of a sweep file. A torn last line (no newline: a crash mid-write) is left
+    out, and said so: on stderr, or appended to ``notices`` for a caller that reads several
+    files and speaks once all of them were read; any other line that is not a JSON object
+    is bad input."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such sweep file")
+    records = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not a sweep file (not UTF-8 text)") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if lineno == len(lines) and not line.endswith("\n"):
+                notice = f"convcheck: {path}:{lineno}: torn last line left out (a crash mid-write)"
+                if notices is None:
+                    print(notice, file=sys.stderr)
+                else:
+                    notices.append(notice)
+                continue
+            raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
+        if not isinstance(rec, dict):
+            raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)")
+        records.append(rec)
+    return records
+
+
+@dataclass
+class PriorRecords:
+    records: list
+    message: str = ""
+
+
+def prepare_out(out: Path, resume: bool) -> PriorRecords:
+    """Make ``out`` safe to append to. Without ``resume`` an existing, non-empty file is refused
+    (appending would mix two sweeps). With it, a torn last line (a crash mid-write) is cut off
+    and set aside in OUT.torn, never glued to, and the file's records are returned."""
+    writable_file(out, "out")
+    if not out.exists() or out.stat().st_size == 0:
+        return PriorRecords([])
+    if not resume:
+        raise BadInput(f"{out} already holds a sweep; resume it, or write to another file", option="out")
+    message = cut_torn_tail(out)
+    return PriorRecords(read_records(out), message)
+
+
+def append_records(f, recs) -> None:
+    """Write ``recs`` to the open file ``f`` as one write, one JSON line each, and on to the
+    disk before returning: a crash after it never loses them, one during it tears at most the
+    last line (which :func:`prepare_out` sets aside)."""
+    f.write("".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs))
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def cut_torn_tail(path: Path) -> str:
+    """If the last line of ``path`` has no newline (a write cut short), move it to PATH.torn and
+    truncate the file after its last whole line. Returns what was done ('' if nothing)."""
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return ""
+        f.seek(0)
+        data = f.read()
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+    torn = path.with_name(path.name + ".torn")
+    with open(torn, "ab") as t:
+        t.write(data[keep:] + b"\n")
+    return (f"{path}: its last line was torn (a crash mid-write, {size - keep} bytes); "
+            f"cut off and set aside in {torn}")
+
+
+_SEVERITY = {"failed": 0, "crashed": 0.3, "timeout": 0.6, "error": 1, "invalid": 2, "mistrusted": 3, "refused": 4,
+             "known-failure": 5, "unsupported": 6, "passed": 7}
+
+
+def severity(rec: dict) -> tuple:
+    """Sort key putting the worst record first: by status, then by error/bound, largest first."""
+    return _SEVERITY.get(rec.get("status"), 8), -(rec.get("bound_ratio") or 0.0)
+
+
+def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:
+    """Record ``index`` (counted from 1, as a sweep's progress and summary number them) or the
+    first whose problem contains ``name``."""
+    if not records:
+        raise BadInput("the sweep file holds no records")
+    if index is not None:
+        if not 1 <= index <= len(records):
+            raise BadInput(f"no record {index}: the file has records 1..{len(records)}", option="index")
+        return records[index - 1]
+    matches = [r for r in records if name and name in r.get("problem", "")]
+    if not matches:
+        raise BadInput(f"{name!r} matches no record's problem", option="name")
+    return matches[0]
+
+
+def write_junit(records: list[dict], path) -> Path:
+    """JUnit XML for CI systems: a testcase per record; failed, mistrusted, crashed and timeout
+    are failures (a crash or a hang of the code under test is a finding about it, as a wrong
+    answer is), error is an error, unsupported and skipped are skipped."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name="convcheck")
+    counts = Counter()
+    for rec in records:
+        name = " ".join(str(x) for x in (record_label(rec), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
+                                         ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
+        case = ET.SubElement(suite, "testcase", classname=f"convcheck.{rec.get('source', 'check')}",
+                             name=name, time=f"{rec.get('time_s') or 0:.6f}")
+        status = rec.get("status")
+        detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
+        if status in ("crashed", "timeout"):
+            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message')}").text = json.dumps(rec.get("crash") or {})
+            counts["failures"] += 1
+        elif status in ("failed", "mistrusted"):
+            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
+            counts["failures"] += 1
+        elif status in ("error", "invalid"):
+            ET.SubElement(case, "error", message=rec.get("message") or status)
+            counts["errors"] += 1
+        elif status in ("unsupported", "refused", "skipped", "known-failure"):
+            ET.SubElement(case, "skipped", message=rec.get("message") or status)
+            counts["skipped"] += 1
+    suite.set("tests", str(len(records)))
+    for k in ("failures", "errors", "skipped"):
+        suite.set(k, str(counts[k]))
+    path = Path(path)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    return path

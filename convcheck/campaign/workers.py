@@ -1,0 +1,610 @@
+"""Supervised worker processes: the code under test runs where its crash costs one record.
+
+The implementation convcheck judges can segfault, abort, call ``os._exit``, hang, or leave
+a CUDA context unusable (after an illegal address every later kernel of that process
+fails). So a command that runs checks never runs them in its own process: a
+:class:`Supervisor` starts worker processes, hands each one task at a time and watches it.
+
+- Workers are *spawned* (a fresh ``python -m convcheck.campaign.workers``, never a fork), each in
+  its own session (a Ctrl-C at the terminal goes to the supervisor alone, which ends
+  them), and die with the supervisor (Linux ``PR_SET_PDEATHSIG``, and a watch on the
+  parent for the rest). The supervisor itself never runs a check, so it never creates a
+  CUDA context.
+- A worker announces each stage of its check before it runs (:mod:`convcheck.base.stages`), so
+  when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
+  signal or exit code, the stage and the cuDNN plan. A task that runs past its time limit
+  is ``timeout``: its worker is killed (the whole process group). A worker whose CUDA
+  context is left broken (a sticky error; :func:`sticky_fault`) reports it with its
+  answer and is replaced. Every other task goes on in the other workers or a fresh one;
+  a task is blamed only for what happened while it alone ran in its worker (a worker runs
+  one task at a time).
+- A worker is reused until it fails: starting one costs a Python start and the imports
+  (about 2-3 s for torch on a small CPU machine), a task costs two small messages and one
+  per stage.
+
+The protocol, over a socket pair (``multiprocessing.connection``: pickled messages):
+supervisor -> worker ``boot`` dict, then ``(function "module:name", args)`` per task, ``None``
+to end; worker -> supervisor ``("ready", pid)``, ``("stage", stage, plan)``, then one of
+``("done", value, fault)``, ``("raised", exception or None, text, stage, plan)``,
+``("exited", code, stage, plan)`` (``sys.exit`` inside the task).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+
+from ..base.errors import ConvCheckError, NotAvailableHere
+
+#: How long a starting worker may take to import torch and NumPy and say it is ready.
+START_LIMIT_S = 180.0
+#: After a first Ctrl-C / SIGTERM, how long the checks in flight may take to finish (their
+#: records are kept) before their workers are killed (their problems are left to --resume).
+STOP_GRACE_S = 2.0
+#: Error texts of CUDA's sticky errors: after one, the process's CUDA context is unusable
+#: and every later call fails (CUDA runtime API, cudaError_t descriptions, and their names).
+STICKY_CUDA_ERRORS = (
+    "an illegal memory access was encountered", "illegal address", "an illegal instruction was encountered",
+    "misaligned address", "unspecified launch failure", "device-side assert triggered",
+    "the launch timed out and was terminated", "uncorrectable ECC error", "hardware stack error",
+    "invalid program counter", "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress", "cudaErrorLaunchFailure",
+)
+
+_SIGNAL_MEANING = {
+    "SIGSEGV": "a segmentation fault: an invalid memory access on the host",
+    "SIGBUS": "a bus error: an invalid memory access on the host",
+    "SIGABRT": "abort(): a failed assertion or an uncaught C++ exception",
+    "SIGFPE": "an arithmetic fault",
+    "SIGILL": "an illegal instruction",
+    "SIGKILL": "killed: the kernel's out-of-memory killer, or kill -9",
+    "SIGTERM": "terminated from outside",
+}
+
+
+@dataclass
+class Task:
+    tag: object  # the caller's, given back with the outcome
+    fn: str  # "module:function", imported in the worker
+    args: tuple = ()
+    timeout_s: float | None = None  # None: no limit
+    label: str = ""  # what runs, for messages
+
+
+@dataclass
+class Outcome:
+    """What became of one task."""
+
+    tag: object
+    status: str  # done | crashed | timeout | raised
+    value: object = None  # done: what the task returned
+    exception: BaseException | None = None  # raised: the exception the task let out (None: it could not be sent)
+    message: str = ""  # crashed / timeout / raised: what happened, one line
+    stage: str | None = None  # where the check was (convcheck.base.stages)
+    plan: str | None = None  # the cuDNN plan running, if any
+    signal: str | None = None
+    exit_code: int | None = None
+    fault: str | None = None  # done, but the worker's CUDA context was left broken
+    seconds: float = 0.0
+    worker: dict = field(default_factory=dict)
+
+    def evidence(self) -> dict:
+        """What a record keeps of a crash or a timeout."""
+        return {k: v for k, v in {
+            "stage": self.stage, "plan": self.plan, "signal": self.signal, "exit_code": self.exit_code,
+            "fault": self.fault, "after_s": round(self.seconds, 3), "worker_pid": self.worker.get("pid"),
+        }.items() if v is not None}
+
+
+def where(stage: str | None, plan: str | None) -> str:
+    """'in stage execute (plan X)', or that no stage had been entered."""
+    if stage is None:
+        return "before the check entered its first stage"
+    return f"in stage {stage}" + (f" (cuDNN plan {plan})" if plan else "")
+
+
+def describe_exit(returncode: int) -> tuple[str | None, int | None, str]:
+    """(signal name, exit code, words) for a dead worker's return code."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        meaning = _SIGNAL_MEANING.get(name)
+        return name, None, f"was killed by {name}" + (f" ({meaning})" if meaning else "")
+    return None, returncode, (f"exited with code {returncode} (os._exit or a library's exit() inside the code "
+                              "under test)")
+
+
+def sticky_fault(texts) -> str | None:
+    """The first of ``texts`` that reads as a sticky CUDA error, or None."""
+    for text in texts:
+        low = str(text or "").lower()
+        if any(sig.lower() in low for sig in STICKY_CUDA_ERRORS):
+            return str(text)
+    return None
+
+
+#: Tasks a worker holds at once: the one it runs and the next, so that it starts the next
+#: while the supervisor writes the last one's records (its blame stays with the one running).
+DEPTH = 2
+
+
+class _Worker:
+    """One worker process, as the supervisor sees it: the tasks sent to it, in order; the first
+    is running once the worker said it began it."""
+
+    def __init__(self, number: int, boot: dict, env: dict):
+        self.number = number
+        ours, theirs = socket.socketpair()
+        cmd = [sys.executable, "-m", "convcheck.campaign.workers", str(theirs.fileno()), str(os.getpid())]
+        self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.conn.send(boot)
+        self.env, self.sys_path, self.functions = env, boot["sys_path"], dict(boot["functions"])
+        self.born = time.monotonic()
+        self.ready = False
+        self.sent: deque[Task] = deque()
+        self.begun = False  # the first of ``sent`` is running
+        self.started = 0.0
+        self.stage: tuple = (None, None)
+        self.gpu = env.get("CUDA_VISIBLE_DEVICES") if boot.get("gpu") is not None else None
+
+    @property
+    def info(self) -> dict:
+        return {"pid": self.proc.pid, **({"cuda_visible_devices": self.gpu} if self.gpu is not None else {})}
+
+    @property
+    def running(self) -> Task | None:
+        return self.sent[0] if self.sent and self.begun else None
+
+    def give(self, task: Task, functions: dict) -> None:
+        """Send ``task``; with it go the user functions registered since this worker started."""
+        new = {k: v for k, v in functions.items() if self.functions.get(k) != v}
+        self.conn.send((task.fn, task.args, new))
+        self.sent.append(task)
+        self.functions.update(new)
+
+    def kill(self) -> int:
+        """Kill the worker and everything it started; its return code."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return -signal.SIGKILL
+        finally:
+            self.conn.close()
+
+    def reap(self) -> int:
+        """The return code of a worker whose connection closed (it died)."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # closed its socket but lives on: end it
+            code = self.kill()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left behind in its session
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.conn.close()
+        return code
+
+
+class Supervisor:
+    """``workers`` worker processes (with ``gpus``, one per GPU, each seeing only its own),
+    each running one :class:`Task` at a time; :meth:`run` yields each task's :class:`Outcome`
+    as it ends. Use as a context manager: leaving it ends every worker."""
+
+    def __init__(self, workers: int = 1, gpus: list | None = None, threads: int | None = None,
+                 warm: tuple = ("torch",)):
+        self.count = len(gpus) if gpus else max(1, workers)
+        self.gpus = gpus
+        self.threads = threads
+        self.warm = warm
+        self.slots: list[_Worker | None] = [None] * self.count
+        self.failed_starts = 0  # deaths in a row with no task running; reset when a worker starts
+        self.started_any = False
+        # Once a worker has died, one more is kept started and idle, so that the next death
+        # costs no start-up: a list that crashes a kernel often crashes it again.
+        self.spare: _Worker | None = None
+        self.deaths = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _boot(self, number: int) -> tuple[dict, dict]:
+        from ..check.backends import user_function
+
+        env = dict(os.environ)
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpus[number])
+        if self.threads:
+            for k in THREAD_VARIABLES:
+                env.setdefault(k, str(self.threads))
+        boot = {"sys_path": list(sys.path), "warm": self.warm, "threads": self.threads,
+                "functions": user_function.shippable(), "gpu": self.gpus[number] if self.gpus else None}
+        return boot, env
+
+    def start(self) -> None:
+        """Start every worker now (they import while the caller does its own work)."""
+        for i, w in enumerate(self.slots):
+            if w is None:
+                self.slots[i] = _Worker(i, *self._boot(i))
+
+    def busy(self) -> bool:
+        return any(w is not None and w.sent for w in self.slots)
+
+    def _retire(self, w: _Worker) -> None:
+        """End an idle worker (asked to exit, then killed)."""
+        try:
+            w.conn.send(None)
+            w.proc.wait(timeout=1.0)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        w.kill()
+        self.slots[w.number] = None
+
+    def close(self) -> None:
+        """End every worker: an idle one is asked to exit (and killed if it does not within
+        half a second), a busy one is killed at once, with whatever it started."""
+        if self.spare is not None:
+            self.spare.kill()
+            self.spare = None
+        idle = []
+        for i, w in enumerate(self.slots):
+            if w is None:
+                continue
+            if not w.sent and w.ready:
+                try:
+                    w.conn.send(None)
+                    idle.append(w)
+                    continue
+                except OSError:
+                    pass
+            w.kill()
+            self.slots[i] = None
+        deadline = time.monotonic() + 0.5
+        for w in idle:
+            try:
+                w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            w.kill()
+            self.slots[w.number] = None
+
+    def _gone(self, w: _Worker, queue: deque) -> Task | None:
+        """A worker is gone: its slot is freed, the tasks it held but had not begun go back to
+        the front of ``queue`` (they ran nowhere), and the one it was running is returned."""
+        if w is self.spare:
+            self.spare = None
+            return None
+        self.slots[w.number] = None
+        self.deaths += 1
+        blamed = w.running
+        waiting = list(w.sent)[1:] if blamed else list(w.sent)
+        queue.extendleft(reversed(waiting))
+        w.sent.clear()
+        return blamed
+
+    def _died(self, w: _Worker, queue: deque) -> Outcome | None:
+        code = w.reap()
+        seconds = time.monotonic() - w.started
+        task = self._gone(w, queue)
+        if task is None:  # it was between two tasks, or still starting: nobody is blamed, it is replaced
+            self.failed_starts += 1
+            _, exit_code, words = describe_exit(code)
+            # A worker that exits by itself before any worker of this supervisor ever started
+            # has met a broken environment (an import that fails): say so at once. One killed
+            # while it started (the OOM killer, kill -9) is started again, up to three times.
+            broken_here = not w.ready and exit_code is not None and not self.started_any
+            if broken_here or self.failed_starts >= 3:
+                raise NotAvailableHere(f"a worker process could not start ({words}); its messages are above. "
+                                       f"Try: {sys.executable} -c 'import convcheck, torch'")
+            return None
+        sig, exit_code, words = describe_exit(code)
+        stage, plan = w.stage
+        return Outcome(task.tag, "crashed", message=f"the worker process {words} {where(stage, plan)}, "
+                       f"after {seconds:.2f} s" + (f" ({task.label})" if task.label else ""),
+                       stage=stage, plan=plan, signal=sig, exit_code=exit_code, seconds=seconds, worker=w.info)
+
+    def _timed_out(self, w: _Worker, queue: deque) -> Outcome:
+        w.kill()
+        seconds = time.monotonic() - w.started
+        task = self._gone(w, queue)
+        stage, plan = w.stage
+        return Outcome(task.tag, "timeout", message=f"still running after {task.timeout_s:g} s {where(stage, plan)}"
+                       + (f" ({task.label})" if task.label else "") + "; its worker was killed",
+                       stage=stage, plan=plan, seconds=seconds, worker=w.info)
+
+    def _message(self, w: _Worker, msg) -> Outcome | None:
+        kind = msg[0]
+        if kind == "stage":
+            w.stage = (msg[1], msg[2])
+            return None
+        if kind == "begin":
+            w.begun, w.started, w.stage = True, time.monotonic(), (None, None)
+            return None
+        if kind == "ready":
+            w.ready = True
+            self.failed_starts, self.started_any = 0, True
+            return None
+        task, seconds = w.sent.popleft(), time.monotonic() - w.started
+        w.begun = False
+        if kind == "done":
+            _, value, fault = msg
+            return Outcome(task.tag, "done", value=value, fault=fault, seconds=seconds, worker=w.info,
+                           stage=w.stage[0], plan=w.stage[1])
+        if kind == "exited":
+            _, code, stage, plan = msg
+            return Outcome(task.tag, "crashed", message=f"the code under test called sys.exit({code!r}) {where(stage, plan)}"
+                           + (f" ({task.label})" if task.label else ""), stage=stage, plan=plan,
+                           exit_code=code if isinstance(code, int) else None, seconds=seconds, worker=w.info)
+        _, exc, text, stage, plan = msg
+        return Outcome(task.tag, "raised", exception=exc, message=text, stage=stage, plan=plan, seconds=seconds,
+                       worker=w.info)
+
+    def _feed(self, queue: deque, boots: list) -> None:
+        """Start workers where needed and keep each one holding :data:`DEPTH` tasks; ``boots``:
+        each slot's :meth:`_boot`, taken once per :meth:`run` (it copies the environment and
+        pickles the registered functions)."""
+        for i, w in enumerate(self.slots):
+            boot, env = boots[i]
+            if w is not None and not w.sent and (w.env != env or w.sys_path != boot["sys_path"]):
+                self._retire(w)  # the caller changed the environment or sys.path since it started
+                w = None
+            if w is None and self.spare is not None and self.spare.env == env and self.spare.sys_path == boot["sys_path"]:
+                w, self.spare = self.spare, None  # started after an earlier death: no start-up now
+                w.number = i
+                self.slots[i] = w
+            if w is None:
+                self.slots[i] = w = _Worker(i, boot, env)
+            while w.ready and queue and len(w.sent) < DEPTH:
+                try:
+                    w.give(queue[0], boot["functions"])
+                except OSError:  # it died between two tasks: its connection says so next
+                    break
+                queue.popleft()
+        if self.deaths and self.spare is None and queue and not self.gpus:
+            self.spare = _Worker(-1, *boots[0])
+
+    def run(self, tasks, stop=None, fault_in=None):
+        """Run ``tasks`` (an iterable of :class:`Task`), yielding each :class:`Outcome` as it ends.
+
+        ``stop``: an object whose ``signum`` becomes set on a first Ctrl-C / SIGTERM and
+        ``hard`` on a second: no new task starts, the tasks in flight get
+        :data:`STOP_GRACE_S` (none after a second signal), then their workers are killed and
+        their tasks yield nothing. ``fault_in(value)``: a sticky CUDA error in a task's
+        answer (say, a record's message), which replaces its worker as a broken context does."""
+        queue = deque(tasks)
+        boots = [self._boot(i) for i in range(self.count)]
+        grace_until = None
+        while True:
+            stopping = stop is not None and stop.signum is not None
+            if stopping:
+                queue.clear()
+                grace_until = grace_until or time.monotonic() + STOP_GRACE_S
+                if not self.busy() or stop.hard or time.monotonic() > grace_until:
+                    self.close()
+                    return
+            elif not queue and not self.busy():
+                return
+            if queue:
+                self._feed(queue, boots)
+            live = [w for w in self.slots if w is not None] + ([self.spare] if self.spare is not None else [])
+            now = time.monotonic()
+            waits = [0.25] + [w.started + w.running.timeout_s - now for w in live if w.running and w.running.timeout_s]
+            by_conn = {w.conn: w for w in live}
+            for conn in wait(list(by_conn), timeout=max(0.0, min(waits))):
+                w = by_conn[conn]
+                while True:  # every message already there (stage announcements come in bursts)
+                    try:
+                        msg = conn.recv()
+                    except (EOFError, OSError):
+                        out = self._died(w, queue)
+                        if out is not None:
+                            yield out
+                        break
+                    out = self._message(w, msg)
+                    if out is not None:
+                        if out.status == "done" and not out.fault and fault_in is not None:
+                            out.fault = fault_in(out.value)
+                        if out.fault:  # a broken CUDA context serves no later task: replaced
+                            w.kill()
+                            self._gone(w, queue)
+                        yield out
+                        if out.fault:
+                            break
+                    if not conn.poll():
+                        break
+            now = time.monotonic()
+            for w in list(self.slots):
+                if w is None:
+                    continue
+                task = w.running
+                if task is not None and task.timeout_s and now - w.started > task.timeout_s:
+                    yield self._timed_out(w, queue)
+                elif not w.ready and now - w.born > START_LIMIT_S:
+                    w.kill()
+                    raise NotAvailableHere(f"a worker process did not start within {START_LIMIT_S:g} s "
+                                           "(importing torch and NumPy)")
+
+
+#: Thread-pool sizes of the libraries a check uses, read once when each library loads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+_SHARED: dict = {}
+
+
+def shared(workers: int = 1, gpus: list | None = None, threads: int | None = None) -> Supervisor:
+    """The supervisor of this process's checks with these settings (a sweep, ``check_conv_function``):
+    its workers are started by the first call and reused by later ones (a start costs
+    seconds, a task milliseconds), replaced when they fail or the environment changes, and
+    ended when this process ends."""
+    key = (workers, tuple(gpus or ()), threads)
+    if key not in _SHARED:
+        import atexit
+
+        _SHARED[key] = Supervisor(workers, gpus, threads)
+        atexit.register(_SHARED[key].close)
+    return _SHARED[key]
+
+
+def run_one(fn: str, args: tuple, timeout_s: float | None = None, label: str = "") -> Outcome:
+    """One task in a supervised worker (``convcheck check``, ``engines``, ``rerun``): the
+    command's process stays alive to say what happened, whatever the code under test does.
+    The worker is this process's :func:`shared` one (a later call reuses it). A Ctrl-C or
+    SIGTERM ends the worker at once."""
+    stop = _Interrupt()
+    restore = stop.install()
+    try:
+        for out in shared().run([Task(None, fn, args, timeout_s, label)], stop=stop):
+            return out
+    finally:
+        restore()
+    raise KeyboardInterrupt
+
+
+class _Interrupt:
+    """SIGINT / SIGTERM while one task runs: stop at once."""
+
+    def __init__(self):
+        self.signum, self.hard = None, True
+
+    def __call__(self, signum, frame):
+        self.signum = signum
+
+    def install(self):
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None  # signals reach the main thread only
+        previous = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        return lambda: [signal.signal(s, h) for s, h in previous.items()]
+
+
+# ---------------------------------------------------------------------------- the worker side
+
+
+def _die_with(parent: int) -> None:
+    """End this worker when its supervisor ends, however it ends (SIGKILL included)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it ended before the line above
+        os._exit(1)
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def cuda_fault() -> str | None:
+    """A sticky CUDA error in this process: torch's context no longer synchronises."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():
+            return None
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - whatever CUDA raises, the context is broken
+        return f"{type(e).__name__}: {str(e).strip()[:300]}"
+    return None
+
+
+def _call(spec: str):
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _send_exception(conn: Connection, e: BaseException) -> None:
+    from ..base import stages
+
+    text = f"{type(e).__name__}: {e}"
+    try:
+        payload = e if isinstance(e, ConvCheckError) else None
+        pickle.dumps(payload)
+    except Exception:  # noqa: BLE001
+        payload = None
+    conn.send(("raised", payload, text, *stages.current()))
+
+
+def worker_main(fd: int, parent: int) -> int:
+    _die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(fd)
+    boot = conn.recv()
+    sys.path[:] = boot["sys_path"]
+    from ..base import stages
+    from ..check.backends import user_function
+
+    for module in boot.get("warm", ()):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    if boot.get("threads") and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(boot["threads"])
+    user_function.receive(boot.get("functions") or {})
+    stages.listen(lambda stage, plan: conn.send(("stage", stage, plan)))
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return 0
+        if msg is None:
+            _quick_exit(0)
+        fn, args, functions = msg
+        user_function.receive(functions)
+        stages.reset()
+        conn.send(("begin",))
+        try:
+            value = _call(fn)(*args)
+        except SystemExit as e:
+            conn.send(("exited", e.code, *stages.current()))
+            continue
+        except BaseException as e:  # noqa: BLE001 - whatever the task lets out goes back to the supervisor
+            _send_exception(conn, e)
+            continue
+        fault = cuda_fault()
+        try:
+            conn.send(("done", value, fault))
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            _send_exception(conn, RuntimeError(f"the task's answer could not be sent back: {e}"))
+        if fault:
+            _quick_exit(3)  # a broken CUDA context serves no later check
+
+
+def _quick_exit(code: int) -> None:
+    """End the worker now: its output flushed, no interpreter teardown (torch's takes a
+    noticeable part of a second, and nothing of a worker needs it)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(int(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,106 @@
+"""The implementations convcheck can run, each imported only when it is used.
+
+Every backend module has ``name``, ``unavailable_reason(device) -> str | None``
+and ``run(problem, inputs, device) -> (array, info)``, and describes itself: ``label``,
+``devices`` it can run on, its ``default_reference``, the ``version_key`` of the
+library version a record names, and ``float64`` where it computes in float64 (read
+through :func:`facts`). The array may be NumPy,
+torch or CuPy-through-torch; :mod:`convcheck.check.compare` takes any of them.
+A machine without CuPy, the frontend or a GPU can still import this package:
+asking for a backend that cannot run gives its reason, not an ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ...base.errors import BackendUnavailable, BadInput
+
+_MODULES = {
+    "numpy": "convcheck.check.backends.numpy_ref",
+    "torch": "convcheck.check.backends.torch_conv",
+    "torch64": "convcheck.check.backends.torch64",
+    "cudnn": "convcheck.check.backends.cudnn_graph",
+    "im2col": "convcheck.check.backends.im2col",
+}
+
+NAMES = tuple(_MODULES)
+
+
+def is_user_function(name: str) -> bool:
+    """Whether ``name`` is a user's convolution (``FILE.py:NAME``, ``package.module:NAME``, or a
+    registered callable): :mod:`convcheck.check.backends.user_function`."""
+    from .user_function import is_user_function as named
+
+    return name not in _MODULES and named(name)
+
+
+def module(name: str):
+    """The backend ``name``: one of ``NAMES``, or a user's function (its backend object)."""
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
+    if is_user_function(name):
+        from .user_function import load
+
+        return load(name)
+    raise BadInput(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}, "
+                   "or your function as path/to/file.py:NAME or package.module:NAME")
+
+
+def unavailable_reason(name: str, device: str) -> str | None:
+    """None if ``name`` can run on ``device`` here, else why not."""
+    try:
+        return module(name).unavailable_reason(device)
+    except BadInput:
+        raise
+    except Exception as e:  # a half-installed library: report, never crash
+        return f"{type(e).__name__}: {e}"
+
+
+def require(name: str, device: str):
+    """The backend module, or BackendUnavailable with the reason."""
+    reason = unavailable_reason(name, device)
+    if reason:
+        raise BackendUnavailable(name, reason)
+    return module(name)
+
+
+def facts(name: str):
+    """The backend's own description (label, devices, default_reference, version_key)."""
+    return module(name)
+
+
+def float64(name: str) -> bool:
+    """Whether ``name`` is a backend that computes in float64 (the NumPy reference, torch64):
+    its rounding is float64's, not the checked type's."""
+    return name in _MODULES and bool(getattr(facts(name), "float64", False))
+
+
+def host_only(name: str) -> bool:
+    """Whether the implementation runs on the CPU only (the float64 reference, im2col)."""
+    return tuple(facts(name).devices) == ("cpu",)
+
+
+#: Implementations that are no backend: an answer handed to an assert, a stored output.
+GIVEN = {"yours": "your answer", "stored": "the stored output"}
+
+
+def computes(name: str, problem, device: str = "cpu", contract: str | None = None):
+    """What ``name`` computes for ``problem`` on ``device`` (:class:`convcheck.numerics.rounding.Computes`),
+    from the implementation itself: a backend that can say (torch asks torch which kernel it runs)
+    has ``computes(problem, device)``; one that cannot (your function, a given answer) is judged
+    by ``contract`` (:data:`convcheck.numerics.rounding.CONTRACTS`); float64 ones and "reference" say
+    :data:`convcheck.numerics.rounding.FLOAT64`. What the error model knows of an implementation is this."""
+    from dataclasses import replace
+
+    from ...numerics.rounding import FLOAT64, ONCE, by_contract
+
+    if name == "reference" or float64(name):
+        return replace(FLOAT64, path=f"{name} float64")
+    if name in GIVEN:  # your answer is modelled as torch computes; a stored output as a fused graph
+        return by_contract(problem, contract, GIVEN[name], stores_epilogue=name == "yours")
+    if is_user_function(name):
+        return by_contract(problem, contract, "your function")
+    own = getattr(module(name), "computes", None)
+    said = own(problem, device) if own is not None else ONCE
+    return replace(said, stores_epilogue=bool(getattr(module(name), "stores_epilogue", False)))

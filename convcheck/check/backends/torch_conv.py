@@ -1,0 +1,192 @@
+"""torch.nn.functional.conv{1,2,3}d, on the CPU or a CUDA device.
+
+For fp32 the computation is pinned to IEEE fp32 (TF32 off, cudnn.benchmark off),
+as the lesson does: see :mod:`convcheck.base.math_mode`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ...base import dtypes, layout
+from ...base.math_mode import torch_conv_math, torch_tf32_state
+from ...problem.convmath import _symmetric, _torch_dilation, activation, compute, conv_forward  # noqa: F401 (read from here too)
+from ...problem.descriptor import ConvProblem
+
+name = "torch"
+#: What it is, where it runs, what it is checked against by default, and which recorded
+#: version names it (convcheck.check.backends.facts reads these).
+label = "torch.nn.functional.conv"
+devices = ("cpu", "cuda")
+default_reference = "numpy"
+version_key = "torch"
+#: conv, bias and activation are separate ops, each result stored in the tensor type (convcheck.numerics.rounding.Computes).
+stores_epilogue = True
+
+
+def unavailable_reason(device: str) -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed (pip install torch)"
+    if device == "cuda" and not torch.cuda.is_available():
+        return (
+            f"torch {torch.__version__} sees no CUDA device "
+            f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda})"
+        )
+    return None
+
+
+def to_layout(t, channels_last: bool):
+    """The same values stored channels-last (N, spatial..., C in memory) when asked.
+
+    torch recognises these strides as ``channels_last`` (4-D) / ``channels_last_3d``
+    (5-D) memory; for 1-D there is no named format but the strides are the same idea.
+    """
+    if not channels_last:
+        return t.contiguous()
+    order = layout.physical_order(t.dim(), True)
+    inverse = [order.index(a) for a in range(t.dim())]
+    return t.permute(order).contiguous().permute(inverse)
+
+
+#: torch's names for its convolution kernels (``torch._C._ConvBackend``), and whether each rounds
+#: like the slow kernels (stages stored in the tensor type: convcheck.numerics.rounding) or once.
+KERNELS = {
+    "Mkldnn": ("oneDNN (mkldnn)", False), "MkldnnEmpty": ("oneDNN (mkldnn), empty", False),
+    "Cudnn": ("cuDNN", False), "CudaDepthwise2d": ("CUDA depthwise", False), "CudaDepthwise3d": ("CUDA depthwise", False),
+    "Miopen": ("MIOpen", False), "MiopenDepthwise": ("MIOpen depthwise", False), "Empty": ("empty", False),
+    "Slow2d": ("slow_conv2d", True), "SlowDilated2d": ("slow_conv_dilated2d", True),
+    "Slow3d": ("slow_conv3d", True), "SlowDilated3d": ("slow_conv_dilated3d", True),
+    # NNPACK (fp32 only, batches of 16 and more without oneDNN) runs Winograd/FFT: not a direct sum
+}
+
+
+def onednn_switched_off() -> bool:
+    """``CONVCHECK_ONEDNN=off`` runs torch with oneDNN (and NNPACK, which would then take fp32 batches
+    of 16 and more with its fast algorithms) switched off: its slow kernels on any CPU, the path an
+    AVX2 machine takes in fp16/bf16, in checks and sweeps alike."""
+    import os
+
+    return os.environ.get("CONVCHECK_ONEDNN", "").strip().lower() in ("off", "0", "false", "no")
+
+
+@contextlib.contextmanager
+def kernel_scope():
+    """The oneDNN switch of :func:`onednn_switched_off`, as a context for torch's calls (set directly:
+    ``torch.backends.mkldnn.flags`` also resets oneDNN's TF32 switch and warns about it)."""
+    import torch
+
+    if not onednn_switched_off():
+        yield
+        return
+    before = torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    torch._C._set_nnpack_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(before[0])
+        torch._C._set_nnpack_enabled(before[1])
+
+
+def select_kernel(problem: ConvProblem, device: str = "cpu") -> str:
+    """The kernel torch will run for ``problem`` here, as torch names it (``Slow2d``, ``Mkldnn``,
+    ``Cudnn``...): ``torch._C._select_conv_backend`` on empty tensors of the problem's shapes, type
+    and layout, padded as :func:`conv_forward` pads them (its choice depends on all of these, the
+    CPU's features and ``torch.backends.mkldnn``; backward directions select the same way)."""
+    import torch
+
+    storage = dtypes.torch_dtype(problem.dtype)
+    nd = problem.ndim
+    if problem.pad_pre == problem.pad_post:
+        shape, padding = problem.x_shape, list(problem.pad_pre)
+    else:
+        shape = problem.x_shape[:2] + tuple(i + a + b for i, a, b in zip(problem.input, problem.pad_pre, problem.pad_post))
+        padding = [0] * nd
+    # an empty tensor with the layout's strides (to_layout would copy one): torch reads only its metadata
+    x = torch.empty_strided(shape, layout.strides_for(shape, problem.layout == "nxc"), dtype=storage, device=device)
+    w = torch.empty(problem.w_shape, dtype=storage, device=device)
+    with kernel_scope():
+        chosen = torch._C._select_conv_backend(x, w, None, list(problem.stride), padding, list(_torch_dilation(problem)),
+                                               False, [0] * nd, problem.groups)
+    return str(chosen).split(".")[-1]
+
+
+def _why_slow(problem: ConvProblem) -> str:
+    import torch
+
+    if onednn_switched_off() or not torch._C._get_mkldnn_enabled():
+        return "oneDNN switched off"
+    supported = {"fp16": torch.ops.mkldnn._is_mkldnn_fp16_supported, "bf16": torch.ops.mkldnn._is_mkldnn_bf16_supported}
+    check = supported.get(problem.dtype)
+    if check is not None and not check():
+        from ..environment import onednn_isa_cap
+
+        cap = onednn_isa_cap()
+        return (f"oneDNN has no {problem.dtype} on this CPU: {torch.backends.cpu.get_cpu_capability()}"
+                + (f", oneDNN capped at ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
+    return "torch chose it for this shape"
+
+
+def computes(problem: ConvProblem, device: str = "cpu"):
+    """What torch computes for ``problem`` on ``device`` (:class:`convcheck.numerics.rounding.Computes`): the
+    kernel it will run and, for its slow kernels in fp16/bf16, the stages they store in the tensor type."""
+    from ...numerics.rounding import Computes, staging_for
+
+    try:
+        kernel = select_kernel(problem, "cuda" if device.startswith("cuda") else device)
+    except Exception as e:  # an unaskable torch: judged by the widest model, and said so
+        return Computes("torch, kernel unknown", f"torch._C._select_conv_backend failed: {type(e).__name__}",
+                        staging_for(problem))
+    name, slow = KERNELS.get(kernel, (kernel, None))
+    where = "" if device == "cpu" else " on CUDA"
+    if slow is None:  # not modelled: judged as the slow kernels round (the widest of the two models)
+        return Computes(f"torch {name}{where}", "a kernel convcheck has not modelled: judged as the slow kernels",
+                        staging_for(problem))
+    if not slow:
+        return Computes(f"torch {name}{where}", "fp32 sum rounded once" if problem.dtype in ("fp16", "bf16") else "")
+    why = _why_slow(problem) if device == "cpu" else "cuDNN not used"
+    return Computes(f"torch {name}{where}", why, staging_for(problem))
+
+
+def as_checked(problem: ConvProblem, inputs, device: str):
+    """(x, w, dy, bias) as torch tensors on ``device`` in the checked storage type, stored
+    channels-last where the problem asks (what any implementation under test is handed)."""
+    import torch
+
+    storage = dtypes.torch_dtype(problem.dtype)
+    channels_last = problem.layout == "nxc"
+
+    def put(a):
+        if a is None:
+            return None
+        t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))  # inputs drawn on a GPU stay there
+        t = t.to(device=device, dtype=storage)
+        return to_layout(t, channels_last) if t.dim() > 2 else t
+
+    return put(inputs.x), put(inputs.w), put(inputs.dy), put(inputs.bias)
+
+
+def run(problem: ConvProblem, inputs, device: str = "cpu"):
+    """Returns (result torch tensor on ``device``, info dict)."""
+    storage = dtypes.torch_dtype(problem.dtype)
+    kernel = computes(problem, device)
+    with torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope():
+        x, w, dy, bias = as_checked(problem, inputs, device)
+        y, how = compute(problem, x, w, dy, bias)
+        info = {
+            "implementation": how,
+            "kernel": kernel.as_dict(problem),
+            "device": str(y.device),
+            "dtype": str(storage).replace("torch.", ""),
+            "x_strides": list(x.stride()),
+            "result_strides": list(y.stride()),
+            "math": torch_tf32_state(),
+            "accumulate": "float32",
+        }
+        if problem.dtype == "tf32" and y.device.type == "cpu":
+            info["note"] = "no TF32 on the CPU: torch computed IEEE fp32 (which the TF32 bound also admits)"
+    return y, info

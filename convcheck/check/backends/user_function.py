@@ -1,0 +1,282 @@
+"""Your own convolution function, checked the way convcheck checks cuDNN.
+
+A backend named ``path/to/file.py:NAME`` or ``package.module:NAME`` (or a Python callable
+registered by :func:`register`) is a function with torch's signature for the direction checked:
+
+* fprop: ``torch.nn.functional.conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
+* dgrad: ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, stride, padding, dilation, groups)``
+* wgrad: ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, stride, padding, dilation, groups)``
+
+It is called positionally with torch tensors on the check's device, in the checked type and
+layout (channels-last memory where asked), and must return the result as a torch tensor of
+the problem's shape and storage type. convcheck chooses the problems and the inputs (the
+precision-sensitive exact fill, its random fill, real layer lists) and judges the output
+against its float64 reference, as for cuDNN.
+
+What torch's signature cannot say is done around the call, in torch: a back padding that
+differs from the front one is reached by calling with a larger symmetric padding and keeping
+the problem's rows of the output (:class:`Call`: your padding code runs on every problem that
+reads padding; the record's ``backend_info.called_with`` says how it was called); true
+convolution flips the kernel; a fused activation is applied to the returned output. A plain,
+symmetric problem reaches your function's own padding, stride and dilation code unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from ...base import dtypes
+from ...base.errors import BadInput
+from ...problem.descriptor import ConvProblem
+from ...base.targets import file_sha256, is_target, load_object
+from . import torch_conv
+
+SIGNATURES = {
+    "fprop": "(input, weight, bias, stride, padding, dilation, groups), as torch.nn.functional.conv2d",
+    "dgrad": "(input_size, weight, grad_output, stride, padding, dilation, groups), as torch.nn.grad.conv2d_input",
+    "wgrad": "(input, weight_size, grad_output, stride, padding, dilation, groups), as torch.nn.grad.conv2d_weight",
+}
+
+
+@dataclass
+class UserFunction:
+    """A user's convolution as a backend: the facts :mod:`convcheck.check.backends` reads, and ``run``."""
+
+    name: str  # how records name it: the target, or module:qualname for a registered callable
+    fn: Callable
+    sha256: str = "unknown"  # of the file that defines it
+    source: str = ""
+    devices: tuple = ("cpu", "cuda")
+    default_reference: str = "numpy"  # on a GPU, resolve() chooses torch64 (see convcheck.check.resolve)
+    version_key: str = "user_function"
+
+    @property
+    def label(self) -> str:
+        return f"your function {self.name}"
+
+    def unavailable_reason(self, device: str) -> str | None:
+        return torch_conv.unavailable_reason(device)
+
+    def run(self, problem: ConvProblem, inputs, device: str = "cpu"):
+        """Returns (your output, info dict). Your mistakes are BadInput naming the problem."""
+        storage = dtypes.torch_dtype(problem.dtype)
+        x, w, dy, bias = torch_conv.as_checked(problem, inputs, device)
+        try:
+            out, call = compute(problem, self.fn, x, w, dy, bias)
+        except BadInput:
+            raise
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise BadInput(f"your function {self.name} raised {type(e).__name__}: {first} "
+                           f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
+        out = _as_result(self.name, problem, out, storage, call)
+        return out, {"called_with": call.as_dict(), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
+                     "source": self.source, "device": str(out.device), "dtype": str(storage).replace("torch.", ""),
+                     "x_strides": None if x is None else list(x.stride()), "result_strides": list(out.stride())}
+
+
+def _as_result(name: str, problem: ConvProblem, out, storage, call: "Call"):
+    import torch
+
+    what = f"your function {name} returned"
+    if not isinstance(out, torch.Tensor):
+        raise BadInput(f"{what} a {type(out).__name__}; expected a torch.Tensor "
+                       f"(on {problem.descriptor()}, {problem.direction})", option="backend")
+    if tuple(out.shape) != tuple(problem.result_shape):
+        called = "" if call.exact or problem.direction != "fprop" else (
+            f" (called with padding {list(call.padding)}, it should give {call.full} of which convcheck keeps "
+            f"{tuple(problem.output)} from {list(call.skip)})")
+        raise BadInput(f"{what} shape {tuple(out.shape)}; the {problem.direction} of {problem.descriptor()} "
+                       f"has shape {tuple(problem.result_shape)}{called}", option="backend")
+    if out.dtype != storage:
+        raise BadInput(f"{what} {str(out.dtype).replace('torch.', '')}; a {problem.dtype} check expects "
+                       f"{str(storage).replace('torch.', '')} (on {problem.descriptor()})", option="backend")
+    return out
+
+
+@dataclass(frozen=True)
+class Call:
+    """How your function is called for a problem whose padding torch's signature cannot say.
+
+    torch's signature has one padding per axis, on both sides; a problem's back padding may
+    differ from its front padding (benchdnn deduces it from the output size), be negative
+    (the last rows are never read) or be read where the front has none. Per axis, your
+    function is called with the smallest padding ``P`` that is at least both paddings and
+    differs from the front one by a whole number of strides, on the input as it is. Its
+    output then holds the problem's ``o`` rows from row ``(P - front) / stride`` on (the
+    rows around them read only padding or the rows the problem never reads, and are dropped;
+    in dgrad and wgrad they get a zero gradient). So your own padding code runs on every
+    problem that reads any padding at all, and nothing is padded or cropped for it."""
+
+    padding: tuple[int, ...]  # passed to your function
+    skip: tuple[int, ...]  # output rows before the problem's, per axis
+    full: tuple[int, ...]  # your function's output size per axis for that call
+    rows: tuple[int, ...]  # the problem's output size per axis
+
+    @property
+    def exact(self) -> bool:
+        """Your function's output is the problem's (no row dropped)."""
+        return self.full == self.rows
+
+    @property
+    def kept(self) -> tuple:
+        return tuple(slice(f, f + o) for f, o in zip(self.skip, self.rows))
+
+    def as_dict(self) -> dict:
+        return {"padding": list(self.padding), "output_size": list(self.full),
+                "kept_from": list(self.skip)}
+
+
+def call_for(problem: ConvProblem) -> Call:
+    """The :class:`Call` of ``problem``, from its canonical form (the back padding benchdnn
+    deduces: the rows the output reads), so that every problem a record's descriptor stands for
+    calls your function the same way, and a rerun of the record repeats the call."""
+    padding, skip, full = [], [], []
+    canonical = problem.canonical()
+    for i, pre, post, s, eff in zip(problem.input, problem.pad_pre, canonical.pad_post, problem.stride,
+                                    problem.effective_kernel):
+        extra = -(-max(0, post - pre) // s)  # strides of padding added at the front, to reach the back one
+        P = pre + s * extra
+        padding.append(P)
+        skip.append(extra)
+        full.append((i + 2 * P - eff) // s + 1)
+    return Call(tuple(padding), tuple(skip), tuple(full), tuple(problem.output))
+
+
+def _embedded(dy, call: Call, problem: ConvProblem):
+    """The output gradient of your function's call: ``dy`` in the kept rows, zero elsewhere."""
+    if call.exact:
+        return dy
+    import torch
+
+    out = torch_conv.to_layout(torch.zeros((problem.mb, problem.oc, *call.full), dtype=dy.dtype, device=dy.device),
+                               problem.layout == "nxc")  # stored as dy is (as_checked)
+    out[(slice(None), slice(None)) + call.kept] = dy
+    return out
+
+
+def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None):
+    """(the problem's result (y with its fusion, dx or dw) from ``fn``, the :class:`Call`):
+    ``fn`` has torch's signature for the direction, and is called as :class:`Call` says.
+    A result of a shape that call cannot give is returned as it is (and refused)."""
+    import torch
+
+    spatial = tuple(range(2, 2 + problem.ndim))
+    w_eff = w.flip(dims=spatial) if (w is not None and problem.mode == "conv") else w
+    call = call_for(problem)
+    args = (tuple(problem.stride), call.padding, tuple(problem.dilation), problem.groups)
+    if problem.direction == "fprop":
+        y = fn(x, w_eff, bias, *args)
+        if not call.exact and isinstance(y, torch.Tensor) and tuple(y.shape[2:]) == call.full:
+            y = y[(slice(None), slice(None)) + call.kept]
+        return (torch_conv.activation(problem.activation, y) if isinstance(y, torch.Tensor) else y), call
+    if problem.direction == "wgrad":
+        dw = fn(x, tuple(problem.w_shape), _embedded(dy, call, problem), *args)
+        return (dw.flip(dims=spatial) if (problem.mode == "conv" and isinstance(dw, torch.Tensor)) else dw), call
+    return fn(tuple(problem.x_shape), w_eff, _embedded(dy, call, problem), *args), call
+
+
+def _check_signature(name: str, fn: Callable) -> None:
+    if not callable(fn):
+        raise BadInput(f"backend {name!r}: {type(fn).__name__} is not callable; expected a function "
+                       f"{SIGNATURES['fprop']}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin (torch.nn.functional.conv2d itself): nothing to inspect
+    try:
+        sig.bind(*range(7))
+    except TypeError:
+        raise BadInput(f"backend {name!r}: it takes {sig}; expected 7 positional arguments "
+                       f"{SIGNATURES['fprop']} (dgrad, wgrad: the arguments of torch.nn.grad.conv2d_input, "
+                       "_weight)") from None
+
+
+_LOADED: dict[tuple, UserFunction] = {}
+_REGISTERED: dict[str, UserFunction] = {}
+
+
+def is_user_function(name: str) -> bool:
+    return is_target(name) or name in _REGISTERED
+
+
+def load(name: str) -> UserFunction:
+    """The backend ``name``: a registered callable, or ``FILE.py:NAME`` / ``package.module:NAME``
+    (loaded again when its file changed)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    where = name.rsplit(":", 1)[0]
+    stamp = os.stat(where).st_mtime_ns if os.path.isfile(where) else None
+    key = (name, stamp)
+    if key not in _LOADED:
+        fn, path = load_object(name, "backend")
+        _check_signature(name, fn)
+        _LOADED[key] = UserFunction(name, fn, file_sha256(path), str(path) if path else "")
+    return _LOADED[key]
+
+
+def describe(fn: Callable) -> str:
+    """How records name a Python callable: ``module:qualname``, with a partial's fixed arguments."""
+    if isinstance(fn, functools.partial):
+        fixed = [repr(a) for a in fn.args] + [f"{k}={v!r}" for k, v in fn.keywords.items()]
+        return f"{describe(fn.func)}({', '.join(fixed)})"
+    return f"{getattr(fn, '__module__', None) or 'python'}:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+
+
+def register(fn: Callable) -> str:
+    """Make a Python callable a backend for this process; returns the name records give it
+    (:func:`describe`; a later callable of the same name replaces it)."""
+    name = describe(fn)
+    _check_signature(name, fn)
+    try:
+        path = inspect.getsourcefile(fn.func if isinstance(fn, functools.partial) else fn)
+    except TypeError:
+        path = None
+    from pathlib import Path
+
+    _REGISTERED[name] = UserFunction(name, fn, file_sha256(Path(path) if path else None), path or "")
+    return name
+
+
+def not_shippable(fn: Callable) -> str | None:
+    """Why a worker process could not get ``fn`` (None: it can). A worker imports a function by
+    its module and name: one defined in ``__main__``, inside another function or as a lambda
+    has no such name there."""
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    module, qualname = getattr(inner, "__module__", None), getattr(inner, "__qualname__", "")
+    if module in (None, "__main__", "__mp_main__"):
+        return f"{describe(fn)} is defined in the script that runs (__main__), which a worker process cannot import"
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        return f"{describe(fn)} is a lambda or is defined inside a function: a worker process cannot import it by name"
+    try:
+        pickle.loads(pickle.dumps(fn))
+    except Exception as e:  # noqa: BLE001 - whatever stops pickling, the reason is said
+        return f"{describe(fn)} cannot be sent to a worker process ({type(e).__name__}: {e})"
+    return None
+
+
+def shippable() -> dict:
+    """The registered functions a worker process can receive: {name: pickled UserFunction}."""
+    return {name: pickle.dumps(b) for name, b in _REGISTERED.items() if not_shippable(b.fn) is None}
+
+
+def receive(functions: dict) -> None:
+    """In a worker: register what :func:`shippable` sent (one that fails to load is left out:
+    its checks then say the backend is unknown)."""
+    for name, blob in functions.items():
+        try:
+            _REGISTERED[name] = pickle.loads(blob)
+        except Exception:  # noqa: BLE001
+            continue
+
+
+def versions(name: str) -> dict:
+    """What a record's versions say about the function: its name and the hash of its file."""
+    b = load(name)
+    return {"user_function": f"{b.name} sha256:{b.sha256[:16]}"}
+

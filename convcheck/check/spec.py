@@ -1,0 +1,157 @@
+"""One check, described once: :class:`CheckSpec`.
+
+A spec holds every choice that can change a check's verdict: the problem (which carries its
+dtype, layout, direction, mode and fusion), the implementation under test and its device, the
+reference, the bound and its level, your function's half-precision contract and declared fast
+algorithm, a planted bug, the seed, for cuDNN the plan (by name or index), its heuristics and
+repeats, and where the inputs are drawn. Besides those it holds the limits a campaign puts on a
+check (memory, seconds), which never change a verdict.
+
+Every command that runs checks builds one (:mod:`convcheck.cli.options` from its command line,
+:meth:`CheckSpec.from_record` from a record), hands it to :func:`convcheck.check.run_spec`,
+and keys its records by :meth:`CheckSpec.identity`: a choice that changes a verdict is
+therefore in the record key (``--resume`` and ``diff`` never pair two different checks),
+and a record reruns as exactly the check that made it. A new option is a field here, an
+entry in :data:`convcheck.cli.options.OPTIONS`, and whatever the check does with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from ..problem.descriptor import ConvProblem
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    problem: ConvProblem | None = None  # None in a campaign's template: each problem is filled in
+    backend: str = "auto"  # auto, a backend's name, or your function as FILE.py:NAME / module:NAME
+    reference: str | None = None  # None: the backend's default reference
+    device: str | None = None  # cpu or cuda; None: where a usable GPU is
+    seed: int = 0
+    bound: str | None = None  # None or "auto": chosen by the problem (convcheck.numerics.bound.resolve)
+    level: str | None = None  # given data: probable (default) or rigorous (convcheck.numerics.probable)
+    contract: str | None = None  # your function / given data in fp16/bf16: staged (default) or fp32
+    algorithm: str | None = None  # how your function computes: None/"direct", "winograd:M...", "fft"
+    plant: str | None = None  # a bug planted in the implementation under test (convcheck.check.plant)
+    engine: str | int | None = None  # cuDNN: this plan, by name (or index) instead of the heuristics' first
+    heuristics: tuple | None = None  # cuDNN heuristics modes (None: convcheck.check.backends.cudnn_graph.HEURISTICS)
+    repeat: int = 1  # cuDNN: run the plan N times and say whether the results are bitwise identical
+    fill_device: str | None = None  # where the inputs are drawn (None: where the implementation runs)
+    all_engines: bool = False  # every cuDNN plan, a record each (sweep --all-engines)
+    max_memory: int | None = None  # a limit, not a verdict: refuse a check that would need more bytes
+    timeout: float | None = None  # a limit, not a verdict: seconds (0: none; None: scaled to the problem)
+
+    def with_problem(self, problem: ConvProblem) -> "CheckSpec":
+        return replace(self, problem=problem)
+
+    def replace(self, **changes) -> "CheckSpec":
+        return replace(self, **changes)
+
+    @property
+    def declared(self):
+        """The fast algorithm the check asks to be judged by (a fast plant's own, else ``algorithm``),
+        or None for a direct sum: what a record names, whether or not it may be declared."""
+        from .judging import asked
+
+        return asked(self.algorithm, self.plant)
+
+    def effective_contract(self, backend: str | None = None) -> str | None:
+        """The contract that judges: your function's or a given answer's (default staged); None for an
+        implementation that says how it computes itself (torch, cuDNN)."""
+        from .backends import GIVEN, is_user_function
+        from ..numerics.rounding import DEFAULT_CONTRACT
+
+        backend = backend or self.backend
+        return (self.contract or DEFAULT_CONTRACT) if backend in GIVEN or is_user_function(backend) else None
+
+    def effective_level(self, data: str) -> str | None:
+        """The level that judges given data (default probable); None for convcheck's own fill."""
+        from ..numerics.bound import DEFAULT_LEVEL
+
+        return (self.level or DEFAULT_LEVEL) if data == "given" else None
+
+    def resolved_bound(self, data: str = "random") -> str | None:
+        """The bound a record names: a declared fast algorithm's own, else ``bound`` with auto
+        resolved for the problem (as the check resolves it)."""
+        from ..numerics.bound import resolve
+        from ..base.errors import ConvCheckError
+
+        fast = self.declared
+        if fast is not None:
+            return fast.bound
+        if self.problem is None:
+            return self.bound
+        try:
+            return resolve(self.bound, self.problem, data)
+        except ConvCheckError:
+            return self.bound
+
+    def identity(self, data: str = "random", text: str = "") -> dict:
+        """The fields of a record that :func:`convcheck.campaign.records.record_key` reads, for this spec
+        with its backend and reference already resolved (:func:`convcheck.campaign.sweep.resolved`).
+        ``data``: "random" (convcheck's fill) or "given"; ``text``: what names a problem that
+        could not be built."""
+        p = self.problem
+        fast = self.declared
+        out = {
+            "problem": p.descriptor() if p else text, "mode": p.mode if p else None,
+            "dtype": p.dtype if p else None, "layout": p.layout_name if p else None,
+            "direction": p.direction if p else None, "fuse": list(p.fuse) if p else [],
+            "bound": self.resolved_bound(data), "seed": self.seed, "backend": self.backend,
+            "reference": self.reference, "planted_bug": self.plant,
+        }
+        if self.all_engines:
+            out["engines"] = "all"
+        if self.engine is not None:
+            out["engine_pinned"] = self.engine
+        if fast is not None:
+            out["algorithm"] = fast.text
+        contract = self.effective_contract()
+        if contract:
+            out["contract"] = contract
+        level = self.effective_level(data)
+        if level:
+            out["level"] = level
+        if data == "given":
+            out["fill"] = "given"
+        return out
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "CheckSpec":
+        """The spec that checks again exactly what ``rec`` checked (rerun, shrink, repro, report).
+        A record of a declared fast algorithm names that algorithm's bound (``winograd``, ``fft``),
+        which is no bound to ask for: the algorithm is asked for instead, as the check did."""
+        from ..base.errors import BadInput
+        from ..problem.descriptor import problem_from_record
+
+        backend = rec.get("backend")
+        if not backend:
+            raise BadInput("the record names no backend; it is not a check's record")
+        algorithm = rec.get("algorithm")
+        heuristics = (rec.get("heuristics") or (rec.get("backend_info") or {}).get("heuristics")) if backend == "cudnn" else None
+        return cls(problem=problem_from_record(rec), backend=backend, reference=rec.get("reference"),
+                   device=recorded_device(rec), seed=int(rec.get("seed") or 0),
+                   bound=None if algorithm else rec.get("bound"), level=rec.get("level"),
+                   contract=rec.get("contract"), algorithm=algorithm, plant=rec.get("planted_bug"),
+                   engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None,
+                   fill_device=rec.get("fill_device") or "cpu")
+
+    def check_kwargs(self) -> dict:
+        """The keyword arguments of :func:`convcheck.check.run_check` this spec stands for."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("problem", "all_engines", "timeout")}
+
+
+def recorded_device(rec: dict) -> str | None:
+    """Where the record's check ran, as ``--device`` says it: the backend's device, or for a
+    host-only backend (numpy, im2col) the reference's."""
+    from . import backends
+
+    return rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
+
+
+#: The spec's fields that can change a verdict (the problem's own fields besides): what a record
+#: key holds. The limits (max_memory, timeout) and ``device`` are not among them.
+VERDICT_FIELDS = ("backend", "reference", "seed", "bound", "level", "contract", "algorithm", "plant", "engine",
+                  "all_engines")
