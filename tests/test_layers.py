@@ -71,3 +71,15 @@ def test_the_tree_is_the_layers():
     """Every package below convcheck is a layer (its folder tells where a concept lives)."""
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
     assert folders == set(ORDER)
+
+
+def test_the_paths_from_before_the_layers_import_the_same_modules():
+    import importlib
+
+    from convcheck._moved import MOVED
+
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    from convcheck.backends import torch_conv  # noqa: F401  (a submodule through a moved package)
+    from convcheck.check import run_check, _cuda_usable  # noqa: F401  (the pipeline's names, helpers too)
+    from convcheck.cli import main, run_body  # noqa: F401

@@ -296,3 +296,39 @@ def test_all_engines_sweep_needs_cudnn_and_says_so(tmp_path):
     _engine_sweep_file(out)
     again = run_cli("rerun", str(out), "--index", "1")
     assert again.returncode == 3 and "backend 'cudnn' is unavailable" in again.stderr
+
+
+def test_a_sweep_killed_outright_keeps_every_record_it_wrote_and_resume_finishes(tmp_path):
+    """SIGKILL of the sweep itself (no handler runs): every record it had written is in the file, whole
+    (they reach the OS as each check ends; only the disk sync is grouped), and --resume completes it."""
+    out = tmp_path / "s.jsonl"
+    args = [sys.executable, "-m", "convcheck", "sweep", "--random", "300", "--seed", "3", "--out", str(out),
+            "--backend", "torch", "--device", "cpu", "--quiet"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 12):
+        time.sleep(0.02)
+    seen = out.read_text().splitlines()
+    proc.kill()
+    proc.communicate(timeout=60)
+    kept = out.read_text().splitlines()
+    assert len(seen) >= 12 and kept[:len(seen)] == seen  # nothing that was written is gone
+    assert all(json.loads(line)["status"] for line in kept if line.endswith("}"))
+    resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, env=env, timeout=600)
+    total = lines(out)
+    assert len(total) == len({r["key"] for r in total}) == 300, resumed.stderr
+    assert resumed.returncode == 0 and {r["status"] for r in total} <= {"passed", "unsupported"}
+
+
+def test_records_reach_the_disk_in_groups_of_a_stated_size(tmp_path, monkeypatch):
+    from convcheck.campaign import records
+
+    synced = []
+    monkeypatch.setattr(records.os, "fsync", lambda fd: synced.append(fd))
+    with open(tmp_path / "r.jsonl", "a", encoding="utf-8") as f, records.RecordWriter(f, every=3, seconds=3600) as w:
+        for i in range(7):
+            w.append([{"i": i}])
+            assert (tmp_path / "r.jsonl").read_text().count("\n") == i + 1  # flushed to the OS at once
+        assert len(synced) == 2  # after records 3 and 6
+    assert len(synced) == 3  # and the last group on close

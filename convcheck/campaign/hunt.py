@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..base.errors import BadInput
 from ..problem.descriptor import ConvProblem
-from .records import append_records, prepare_out, problem_from_record, record_key
+from .records import RecordWriter, prepare_out, problem_from_record, record_key
 from .shrink import DEFAULT_BUDGET, engine_of, failure_kind, search
 from ..problem.space import MAX_MACS, draw
 
@@ -176,9 +176,9 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
             return f"the {seconds:g} s are spent"
         return ""
 
-    with open(out, "a", encoding="utf-8") as f:
+    with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as writer:
         def write(rec: dict) -> None:
-            append_records(f, [rec])
+            writer.append([rec])
             result.checks += 1
             result.checks_now += 1
 

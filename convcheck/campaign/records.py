@@ -141,6 +141,53 @@ def append_records(f, recs) -> None:
     os.fsync(f.fileno())
 
 
+#: A campaign's records reach the disk in groups: at most this many records, or this many seconds,
+#: after they were written (and always at its end or on a signal). What a power loss can cost.
+SYNC_EVERY = 64
+SYNC_SECONDS = 2.0
+
+
+class RecordWriter:
+    """Appends a campaign's records to its open file, the durable way a database's group commit is.
+
+    Each record is written and flushed to the operating system as its check ends, as one write per
+    problem: a crash of the code under test (a separate process) or of this process itself (killed,
+    even with SIGKILL) loses nothing, since the kernel holds what was written. They are synced to the
+    disk (``fsync``) in groups: when :data:`SYNC_EVERY` records or :data:`SYNC_SECONDS` seconds have
+    gathered since the last sync, and on :meth:`close` (the end of the run, a signal). So only a power
+    loss or a crash of the machine can lose records, and at most that group. Syncing every record
+    took a third of a sweep of small layers (4.6 of 12.6 s on shapes_dw_2d_strided_padding)."""
+
+    def __init__(self, f, every: int = SYNC_EVERY, seconds: float = SYNC_SECONDS):
+        import time
+
+        self.f, self.every, self.seconds = f, every, seconds
+        self.pending, self.synced_at, self._clock = 0, time.monotonic(), time.monotonic
+
+    def append(self, recs) -> None:
+        """Write ``recs`` (one problem's records) in one write, flushed to the OS; sync if a group is due."""
+        self.f.write("".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs))
+        self.f.flush()
+        self.pending += len(recs)
+        if self.pending >= self.every or self._clock() - self.synced_at >= self.seconds:
+            self.sync()
+
+    def sync(self) -> None:
+        if self.pending:
+            os.fsync(self.f.fileno())
+        self.pending, self.synced_at = 0, self._clock()
+
+    def close(self) -> None:
+        """The last group to the disk (the file itself is the caller's to close)."""
+        self.sync()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()  # at the end, and on a signal or any exception: nothing written is left unsynced
+
+
 def cut_torn_tail(path: Path) -> str:
     """If the last line of ``path`` has no newline (a write cut short), move it to PATH.torn and
     truncate the file after its last whole line. Returns what was done ('' if nothing)."""

@@ -193,13 +193,13 @@ def refuse_unshrinkable(rec: dict) -> None:
 def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool = False, timeout: float | None = None,
            log=None, stop=None) -> ShrinkResult:
     """Shrink the failure of ``rec`` (see the module's text); candidates' records go to ``out``."""
-    from .records import append_records
+    from .records import RecordWriter
 
     refuse_unshrinkable(rec)
     prior = prepare_out(out, resume)
     known = {record_key(r): r for r in prior.records}  # recomputed: older files keyed fewer fields
-    with open(out, "a", encoding="utf-8") as f:
-        return search(rec, known, lambda cand: append_records(f, [cand]), budget=budget, timeout=timeout, log=log,
+    with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as writer:
+        return search(rec, known, lambda cand: writer.append([cand]), budget=budget, timeout=timeout, log=log,
                       stop=stop)
 
 

@@ -4,8 +4,9 @@ The checks run in supervised worker processes (:mod:`convcheck.campaign.workers`
 an abort, an exit, a hang or a broken CUDA context in the code under test costs the
 problem that caused it one record (``crashed`` or ``timeout``, saying what happened and in
 which stage), and the sweep goes on in a fresh worker. Each finished check is appended
-to the ``--out`` file as one line and flushed to disk (``fsync``) before the next record,
-so a kill or a Ctrl-C loses at most the problems in flight and the file stays readable
+to the ``--out`` file as one line and flushed to the operating system before the next record (synced
+to the disk in groups: :class:`convcheck.campaign.records.RecordWriter`), so a kill, a SIGKILL of the
+sweep itself or a Ctrl-C loses at most the problems in flight and the file stays readable
 (every line is a complete JSON object). ``--resume`` skips the problems whose key is
 already in the file (crashed and timed-out ones too, unless ``--retry-crashed``). One
 failing problem never stops the sweep: cuDNN's "not supported", a GPU out-of-memory, an
@@ -33,7 +34,7 @@ from ..base.errors import BackendUnavailable, BadInput, ConvCheckError, NotAvail
 from . import expectations
 from ..check.memory import TooLarge
 from ..problem.miopen import NotRepresentable, is_miopen_line, parse_miopen_line
-from .records import STATUSES, append_records, keys_of, prepare_out, record_brief, record_key, record_label, severity
+from .records import STATUSES, RecordWriter, keys_of, prepare_out, record_brief, record_key, record_label, severity
 from ..problem.descriptor import ConvProblem, parse_descriptor
 from ..check.spec import CheckSpec
 
@@ -587,11 +588,11 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     done = 0
     start = time.perf_counter()
     try:
-        with open(out, "a", encoding="utf-8") as f:
+        with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as writer:
             for i, recs in executor.results(todo, options, stop):
                 # A problem's records (one per plan with --all-engines) go down in one write.
                 stop.writing = True
-                append_records(f, recs)
+                writer.append(recs)
                 stop.writing = False
                 first = number + 1  # this problem's records are numbered first, first + 1, ...
                 for rec in recs:
