@@ -249,3 +249,40 @@ def test_a_sweep_counts_known_failures_apart_and_exits_0(tmp_path):
     assert recs[1]["status"] == "known-failure" and recs[1]["expected_failure"]["reason"] == "a malformed line we know about"
     without = run_cli("sweep", "--batch", str(batch), "--out", str(tmp_path / "t.jsonl"), "--quiet", "--backend", "torch", "--device", "cpu")
     assert without.returncode == 2  # the same malformed line, not expected, is the user's mistake
+
+
+def test_a_numpy_convolution_in_nhwc_and_hwio_is_judged_as_written_in_three_lines(capsys):
+    """The question "my NumPy conv2d differs from torch's in the last bits: which is right?": the author's
+    function, as written (NHWC input, HWIO weights, NumPy), passes and says by how much; a copy that
+    casts to fp16 inside fails. At the question's 2x2 size and at ResNet-50's res2a_branch2b."""
+    import numpy as np
+
+    from tests.seed_numpy_conv import conv_forward_naive, conv_fp16_inside
+
+    for n, h, c, k, o, pad in ((1, 2, 1, 2, 1, 0), (1, 56, 64, 3, 64, 1)):
+        rng = np.random.default_rng(5179)
+        x = rng.standard_normal((n, h, h, c), dtype=np.float32)
+        w = rng.standard_normal((k, k, c, o), dtype=np.float32)
+        # the user's three lines
+        from convcheck import assert_conv_close
+        found = assert_conv_close(conv_forward_naive(x, w, 1, pad), x, w, padding=pad, layout="nhwc", weight_layout="hwio",
+                                  verbose=True)
+        said = capsys.readouterr().out
+        worst = found.worst()
+        assert said.startswith("convolution close") and "ulp of fp32" in said and "is allowed" in said
+        assert 0 < worst["difference"] < worst["allowed"] and found.ratio < 1
+        assert worst["difference_ulps"] < worst["allowed_ulps"]
+        with pytest.raises(AssertionError, match="convolution not close"):
+            assert_conv_close(conv_fp16_inside(x, w, 1, pad), x, w, padding=pad, layout="nhwc", weight_layout="hwio")
+
+
+def test_other_layouts_are_refused_by_name():
+    import numpy as np
+
+    from convcheck import assert_conv_close
+
+    x, w = np.zeros((1, 4, 4, 2), np.float32), np.zeros((3, 3, 2, 2), np.float32)
+    with pytest.raises(ValueError, match="weight_layout 'iohw'"):
+        assert_conv_close(np.zeros((1, 2, 2, 2), np.float32), x, w, layout="nhwc", weight_layout="iohw")
+    with pytest.raises(ValueError, match="layout 'chwn'"):
+        assert_conv_close(np.zeros((1, 2, 2, 2), np.float32), x, w, layout="chwn", weight_layout="hwio")

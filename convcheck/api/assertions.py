@@ -111,7 +111,7 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
                          level=level, contract=contract, algorithm=algorithm, ref=ref)
     c = result.comparison
     if c.passed:
-        return
+        return Closeness(problem, actual, ref, result)
     if c.shape_error:
         raise AssertionError(_prefix(msg) + c.shape_error)
     index = c.worst_index
@@ -160,42 +160,130 @@ def _level_text(problem: ConvProblem, level: str, contract: str, chosen) -> str:
     return text
 
 
+class Closeness:
+    """What a passing assert found: returned by it, printed with ``verbose=True``. Where your answer
+    differs most from the float64 reference, by how much (also in units in the last place of your
+    type) and how much was allowed there, with the bound's derivation. Computed when first read."""
+
+    def __init__(self, problem: ConvProblem, actual, ref, result):
+        self.problem, self._actual, self._ref, self._result = problem, actual, ref, result
+        self.comparison = result.comparison
+        self._worst = None
+
+    @property
+    def max_abs_diff(self) -> float:
+        return self.comparison.max_abs_diff
+
+    @property
+    def ratio(self) -> float:
+        """The largest error/allowed over every output (below 1: passed)."""
+        return self.comparison.max_ratio
+
+    def worst(self) -> dict:
+        """At the output of the largest |difference|: its index, yours, the reference's, the difference
+        and the allowance, each also in ulps of your type at the reference's value."""
+        if self._worst is None:
+            import numpy as np
+            import torch
+
+            from ..check.compare import allowed_map
+
+            ours = to_torch(self._actual).detach().to("cpu", torch.float64).numpy()
+            ref = self._ref.detach().to("cpu", torch.float64).numpy()
+            diff = np.abs(ours - ref)
+            index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+            allowed = float(allowed_map(self._actual, self._ref, self._result.judging, self._result.magnitudes)[index])
+            storage = {"fp32": np.float32, "tf32": np.float32, "fp16": np.float16, "bf16": np.float32}[self.problem.dtype]
+            ulp = float(np.spacing(storage(abs(ref[index])))) * (2 ** 16 if self.problem.dtype == "bf16" else 1)
+            self._worst = {"index": index, "actual": float(ours[index]), "reference": float(ref[index]),
+                           "difference": float(diff[index]), "allowed": allowed,
+                           "difference_ulps": float(diff[index]) / ulp, "allowed_ulps": allowed / ulp}
+        return self._worst
+
+    def __str__(self) -> str:
+        w = self.worst()
+        if w["difference"] == 0:
+            return (f"convolution close ({self.problem.descriptor()}, {self.problem.dtype}): identical to the float64 "
+                    f"reference at every one of {self.comparison.total} outputs")
+        return (f"convolution close ({self.problem.descriptor()}, {self.problem.direction}, {self.problem.dtype}): your "
+                f"answer differs from the float64 reference by at most {w['difference']:.3g} "
+                f"({w['difference_ulps']:.2g} ulp of {self.problem.dtype}) at index {w['index']}, where "
+                f"{w['allowed']:.3g} ({w['allowed_ulps']:.3g} ulp) is allowed; over all {self.comparison.total} outputs "
+                f"the largest error/allowed is {self.ratio:.3g}: right, as far as {self.problem.dtype} arithmetic can "
+                f"tell. Bound: {self.comparison.derivation}")
+
+    __repr__ = __str__
+
+
 def _prefix(msg: str | None) -> str:
     return f"{msg}\n" if msg else ""
 
 
+#: Other frameworks' layouts, as the axes of the logical order (N, C, spatial...; K, C/g, kernel...) they hold.
+LAYOUTS = ("nchw", "nhwc")
+WEIGHT_LAYOUTS = ("oihw", "hwio", "ohwi")
+
+
+def _to_logical(t, layout: str, role: str):
+    """``t`` (torch) from another framework's layout to convcheck's logical order: NHWC (TensorFlow, JAX,
+    NumPy code) to NCHW; HWIO (TensorFlow) or OHWI to OIHW. A view, no copy."""
+    layout = layout.lower()
+    nd = t.dim() - 2
+    if role == "weight":
+        if layout not in WEIGHT_LAYOUTS:
+            raise ValueError(f"weight_layout {layout!r}: expected one of {', '.join(WEIGHT_LAYOUTS)}")
+        if layout == "hwio":  # [*kernel, C/g, K] -> [K, C/g, *kernel]
+            return t.permute(nd + 1, nd, *range(nd))
+        if layout == "ohwi":  # [K, *kernel, C/g]
+            return t.permute(0, nd + 1, *range(1, nd + 1))
+        return t
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)} (channels last for any rank)")
+    return t.permute(0, nd + 1, *range(1, nd + 1)) if layout == "nhwc" else t
+
+
 def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
                       groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None,
-                      contract: str | None = None, algorithm: str | None = None) -> None:
+                      contract: str | None = None, algorithm: str | None = None, layout: str = "nchw",
+                      weight_layout: str = "oihw", verbose: bool = False) -> Closeness:
     """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
     up to what the arithmetic of ``actual``'s type allows (see the module's docstring); ``algorithm``
-    (``"winograd:M"``, ``"fft"``...): what your kernel computes by, judged by that algorithm's bound."""
-    x, w = to_torch(input), to_torch(weight)
+    (``"winograd:M"``, ``"fft"``...): what your kernel computes by, judged by that algorithm's bound.
+    ``layout``: "nchw" (torch's) or "nhwc" (channels last: TensorFlow's, JAX's, most NumPy code's) for
+    ``input`` and ``actual``; ``weight_layout``: "oihw" (torch's), "hwio" (TensorFlow's) or "ohwi".
+    Passing, it returns what it found (:class:`Closeness`: the largest difference, in ulps too, and what
+    was allowed there), and prints it with ``verbose=True``."""
+    x = _to_logical(to_torch(input), layout, "input")
+    w = _to_logical(to_torch(weight), weight_layout, "weight")
+    ours = _to_logical(to_torch(actual), layout, "input")
     problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
-                       _dtype_of(to_torch(actual), dtype), bias is not None)
-    _judge(actual, problem, x, w, None, bias, msg, level, contract, algorithm)
+                       _dtype_of(ours, dtype), bias is not None)
+    found = _judge(ours, problem, x, w, None, bias, msg, level, contract, algorithm)
+    if verbose:
+        print(found)
+    return found
 
 
 def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight: Any, grad_output: Any, stride=1,
                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                  msg: str | None = None, level: str | None = None,
-                                 contract: str | None = None, algorithm: str | None = None) -> None:
+                                 contract: str | None = None, algorithm: str | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
     w, dy = to_torch(weight), to_torch(grad_output)
     problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm)
+    return _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm)
 
 
 def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence[int], grad_output: Any, stride=1,
                                   padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                   msg: str | None = None, level: str | None = None,
-                                  contract: str | None = None, algorithm: str | None = None) -> None:
+                                  contract: str | None = None, algorithm: str | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
     x, dy = to_torch(input), to_torch(grad_output)
     problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm)
+    return _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm)
 
 
 def _placeholder_weight(weight_size, like):

@@ -252,6 +252,13 @@ def summarize(a, b, bound_name: str, args: tuple, host: bool):
     return _summary(a, b, *args), "eager"
 
 
+def allowed_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndarray:
+    """The allowed |ours - ref| at every element, on the host (what a passing assert reports)."""
+    a, b = _aligned(ours, ref)
+    _, _, allowed, _, _, _ = _elementwise(a, b, *_bound_args(bound, abs_conv, b.device))
+    return allowed.cpu().numpy()
+
+
 def error_ratio_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndarray:
     """|ours - ref| / allowed for every element, on the host (for pictures of where errors sit)."""
     a, b = _aligned(ours, ref)
