@@ -176,9 +176,9 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
             return f"the {seconds:g} s are spent"
         return ""
 
-    with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as writer:
+    with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as kept:
         def write(rec: dict) -> None:
-            writer.append([rec])
+            kept.append([rec])
             result.checks += 1
             result.checks_now += 1
 
