@@ -696,7 +696,7 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     The stored data are the caller's (given data), so the default verdict is the
     elementwise bound in its any-data form (worst case, any summation order) and, unless
     ``level="rigorous"``, the probable level (:mod:`convcheck.numerics.probable`: beyond what correct
-    fp32 summation gives on this data); ``bound="lesson"`` applies the seed's rule exactly instead. ``reference``: ``torch64``
+    fp32 summation gives on this data); ``bound="lesson"`` applies the lesson's rule exactly instead. ``reference``: ``torch64``
     (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
     default under the lesson's rule). ``contract``: what the stored output may have computed in
     fp16/bf16, "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`)."""

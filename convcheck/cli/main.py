@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     l.add_argument("directory", help="folder with conv_shapes.txt, conv_x.f32, conv_w.f32, conv_y.f32")
     l.add_argument("--device", choices=("cpu", "cuda"), help="where torch recomputes (default: cuda if usable)")
     l.add_argument("--bound", choices=("elementwise", "lesson"), default="elementwise",
-                   help="elementwise (default): the worst-case bound valid for any data; lesson: the seed's rule exactly")
+                   help="elementwise (default): the worst-case bound valid for any data; lesson: the lesson's rule exactly")
     l.add_argument("--level", choices=LEVELS, default=DEFAULT_LEVEL, help=LEVEL_HELP)
     l.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
     l.add_argument("--reference", choices=STORED_REFERENCES,

@@ -42,7 +42,7 @@ Four names, selected with ``--bound`` (DESIGN.md 3 and 3b):
     (default 1e-6) per check. The worst case has none.
 
 ``lesson``
-    The seed's rule, exactly, for fp32 only: ``rtol = max(1e-5, 4 * 2^-23 * sqrt(n))``,
+    The lesson's rule, exactly, for fp32 only: ``rtol = max(1e-5, 4 * 2^-23 * sqrt(n))``,
     ``atol = rtol * max|ref|``. Other types are refused: at bf16's eps the same rule
     passes an all-zero output from n = 256 (its atol is half of max|ref|).
 
@@ -141,7 +141,7 @@ class LessonBound:
         if self.dtype != "fp32":
             from ..base.errors import BadInput
 
-            raise BadInput(f"the lesson bound is the seed's fp32 rule; for {self.dtype} use the elementwise bound "
+            raise BadInput(f"the lesson bound is the lesson's fp32 rule; for {self.dtype} use the elementwise bound "
                            "(at eps = 2u the lesson rule would pass an all-zero output)")
 
     @property
