@@ -83,6 +83,12 @@ def main(argv=None) -> int:
     print(f"{len(modules)} modules, {len(walk)} stops, {len(climbs)} climbs back up a layer; {len(crossings)} calls "
           f"between modules, {len(up_calls)} of them to a layer above the caller's ({args.descriptor}, "
           f"backend {args.backend}, {args.dtype}, bound {args.bound})")
+    pipeline = "check.pipeline" if "check.pipeline" in modules else "check"
+    from collections import Counter
+
+    entries = Counter(b for a, b in crossings if a == pipeline)
+    print(f"  the pipeline ({pipeline}) enters {len(entries)} modules, {sum(entries.values())} times: "
+          + ", ".join(f"{m} {n}" for m, n in entries.most_common()))
     for m in modules:
         print(f"  {m:<28} {order[layer(m)] if layer(m) is not None else '(no layer)'}")
     for a, b in sorted(set(climbs)):
