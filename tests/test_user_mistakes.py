@@ -307,3 +307,14 @@ def test_a_binary_or_missing_batch_file_is_one_line_for_every_command_that_reads
     for path in (binary, tmp_path / "missing"):
         _one_line_exit_2(run_cli("hunt", "--around", str(path), *CPU, "--out", str(tmp_path / "h.jsonl")))
         _one_line_exit_2(run_cli("sweep", "--batch", str(path), *CPU, "--out", str(tmp_path / "s.jsonl"), "--quiet"))
+
+
+def test_a_function_file_that_is_no_python_file_is_one_line(tmp_path):
+    """A sampler, model or backend named in a file Python imports nothing from (no .py): exit 2, one line
+    (found by the property test above as an internal error)."""
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\x00\x01")
+    for argv in (("hunt", "--sampler", f"{binary}:f", "--backend", "torch", "--out", str(tmp_path / "h.jsonl")),
+                 ("check", "mb1ic1ih3oc1kh3", "--backend", f"{binary}:f")):
+        done = run_cli(*argv)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "is not a Python file" in done.stderr, done.stderr

@@ -35,6 +35,8 @@ def load_object(target: str, role: str):
         if not path.is_file():
             raise BadInput(f"{role} {target!r}: no such file {path}")
         spec = importlib.util.spec_from_file_location(f"convcheck_{role}_{path.stem}", path)
+        if spec is None or spec.loader is None:  # a name Python imports nothing from (no .py)
+            raise BadInput(f"{role} {target!r}: {path} is not a Python file (expected path/to/file.py:Name)")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         try:
