@@ -132,15 +132,6 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
     return PriorRecords(read_records(out), message)
 
 
-def append_records(f, recs) -> None:
-    """Write ``recs`` to the open file ``f`` as one write, one JSON line each, and on to the
-    disk before returning: a crash after it never loses them, one during it tears at most the
-    last line (which :func:`prepare_out` sets aside)."""
-    f.write("".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs))
-    f.flush()
-    os.fsync(f.fileno())
-
-
 #: A campaign's records reach the disk in groups: at most this many records, or this many seconds,
 #: after they were written (and always at its end or on a signal). What a power loss can cost.
 SYNC_EVERY = 64

@@ -66,16 +66,18 @@ def declared(algorithm: str | None, backend: str, plant: str | None = None, boun
 
 
 def bound_for(spec, backend: str, reference: str, devices: tuple[str, str], data: str = "random",
-              operand_slice: int | None = None):
+              operand_slice: int | None = None, declared_now=False):
     """(the bound that judges the check ``spec`` describes, its name as a record says it), with the
     spec's backend and reference resolved to ``backend`` and ``reference`` running on ``devices``:
     a declared fast algorithm's own bound, else ``spec.bound`` (auto resolved for the problem) between
     what the two sides compute. ``operand_slice``: a Winograd bound's left-operand slice, where memory
-    asked for a smaller one (:func:`convcheck.check.require_room`)."""
+    asked for a smaller one (:func:`convcheck.check.require_room`). ``declared_now``: what :func:`declared`
+    said of this spec, where the caller asked already (False: ask here)."""
     from ..numerics.fast_bound import bound_for as fast_bound_for
 
     problem = spec.problem
-    declared_now = declared(spec.algorithm, backend, spec.plant, spec.bound, reference)
+    if declared_now is False:
+        declared_now = declared(spec.algorithm, backend, spec.plant, spec.bound, reference)
     level = spec.effective_level(data)
     if declared_now:
         return fast_bound_for(declared_now, problem, data, level=level, operand_slice=operand_slice), declared_now.bound

@@ -566,7 +566,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     from .judging import bound_for
 
     bnd, bound_name = bound_for(spec, plan.backend, plan.reference, (plan.backend_device, plan.reference_device), data,
-                                operand_slice)
+                                operand_slice, declared_now=declared)
     where = compare_device(plan)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,

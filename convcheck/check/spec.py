@@ -12,12 +12,12 @@ Every command that runs checks builds one (:mod:`convcheck.cli.options` from its
 and keys its records by :meth:`CheckSpec.identity`: a choice that changes a verdict is
 therefore in the record key (``--resume`` and ``diff`` never pair two different checks),
 and a record reruns as exactly the check that made it. A new option is a field here, an
-entry in :data:`convcheck.cli.options.OPTIONS`, and whatever the check does with it.
+entry in :func:`convcheck.cli.options.options`, and whatever the check does with it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from ..problem.descriptor import ConvProblem
 
@@ -136,11 +136,6 @@ class CheckSpec:
                    contract=rec.get("contract"), algorithm=algorithm, plant=rec.get("planted_bug"),
                    engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None,
                    fill_device=rec.get("fill_device") or "cpu")
-
-    def check_kwargs(self) -> dict:
-        """The keyword arguments of :func:`convcheck.check.run_check` this spec stands for."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("problem", "all_engines", "timeout")}
 
 
 def recorded_device(rec: dict) -> str | None:

@@ -1,4 +1,4 @@
-"""The command line's options that describe a check, declared once (:data:`OPTIONS`).
+"""The command line's options that describe a check, declared once (:func:`options`).
 
 ``check``, ``sweep``, ``model`` and ``hunt`` add them all with one call
 (:func:`add_check_options`) and build their :class:`~convcheck.check.spec.CheckSpec` with another
@@ -14,6 +14,7 @@ option is covered without editing that test.
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import dataclass, field
 
 from ..base.errors import BadInput
@@ -196,14 +197,10 @@ def _options() -> tuple[Option, ...]:
     )
 
 
-_CACHE: list = []
-
-
+@functools.cache
 def options() -> tuple[Option, ...]:
-    """Every option of a check (:data:`OPTIONS`, built on first use: it reads the catalogues)."""
-    if not _CACHE:
-        _CACHE.append(_options())
-    return _CACHE[0]
+    """Every option of a check, built on first use (it reads the catalogues of bounds, plants...)."""
+    return _options()
 
 
 def verdict_options() -> tuple[Option, ...]:
