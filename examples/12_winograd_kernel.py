@@ -4,7 +4,8 @@
 by Winograd's F(4x4,3x3) with Lavin's matrices, written out as the paper prints them, the way a
 kernel author writes them into a CUDA or Triton kernel. A Winograd kernel rounds differently from
 a direct sum (its transforms multiply by 1/6, 1/24, 8...), so the default check (the exact fill:
-every direct summation order gives the same bits) fails it, and says why:
+every direct summation order gives the same bits) fails it, and its diagnosis names the cause
+(no direct arithmetic explains the answer; Winograd's bound does: declare it):
 
     convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d
 
@@ -107,8 +108,14 @@ WINOGRAD_LAYERS = ['mb2ic32ih16oc32oh16kh3ph1n"16x16: whole tiles"', 'mb1ic16ih1
 
 
 def test_undeclared_it_fails_the_exact_check_and_is_told_why():
-    recs = check_conv_function(conv2d, WINOGRAD_LAYERS[:1])
-    assert recs[0]["status"] == "failed" and "--algorithm winograd:M" in recs[0]["message"]
+    """The failure's diagnosis (convcheck.check.diagnose) finds that no direct arithmetic explains the
+    answer and Winograd's bound does: it names the algorithm and says to declare it."""
+    [rec] = check_conv_function(conv2d, WINOGRAD_LAYERS[:1])
+    assert rec["status"] == "failed" and rec["diagnosis"]["family"] == "algorithm", rec.get("diagnosis")
+    assert rec["diagnosis"]["cause"].startswith("winograd:") and "declare it (--algorithm)" in \
+        rec["diagnosis"]["explanations"][0]["advice"]
+    [rec] = check_conv_function(conv2d, WINOGRAD_LAYERS[:1], diagnose=0)  # no diagnosis: the guess from the sizes
+    assert rec["status"] == "failed" and "--algorithm winograd:M" in rec["message"]
 
 
 def test_declared_it_passes_in_both_directions():

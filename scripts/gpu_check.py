@@ -53,6 +53,57 @@ def real_tf32_row():
                c.max_ratio, time.perf_counter() - t0, expected="failed")
 
 
+def diagnosed_rows():
+    """cuDNN's own narrow arithmetic, diagnosed (convcheck.check.diagnose): its TF32 engines' answer to an
+    fp32 problem judged as fp32 given data must fail and name TF32 rounding of both operands; a plan with
+    the REDUCED_PRECISION_REDUCTION note in an fp16 check says what it is (passed, or its cause)."""
+    from convcheck.check.backends import cudnn_graph
+    from convcheck.check.fill import make_inputs
+    from convcheck.check.pipeline import judge_given
+    from dataclasses import replace
+
+    out = []
+    p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
+    t0 = time.perf_counter()
+    try:
+        inputs = make_inputs(p, 0, kind="random")
+        y, info = cudnn_graph.run(p.with_(dtype="tf32"), inputs, "cuda")
+        r = judge_given(p, replace(inputs, kind="given"), y.clone(), implementation="yours", reference="torch64",
+                        device="cuda", bound="elementwise", level="rigorous", diagnose=None)
+        d = r.diagnosis
+        named = d.cause.what if d is not None and d.cause is not None else (r.diagnosis_error or "none named")
+        ok = d is not None and d.cause is not None and d.cause.family == "rounding" and "tf32" in d.cause.what
+        out.append(row("diagnosis: TF32 engine, fp32 given data", r.status if ok else f"{r.status}: {named}",
+                       info.get("engine"), r.comparison.max_abs_diff, r.comparison.max_ratio, time.perf_counter() - t0,
+                       expected="failed"))
+        print(f"TF32 engine diagnosed: {named}")
+    except Exception as e:
+        print(f"diagnosis of a TF32 engine: {type(e).__name__}: {e}", file=sys.stderr)
+        out.append(row("diagnosis: TF32 engine, fp32 given data", "exception", None, None, None, 0.0, expected="failed"))
+    q = parse_descriptor("mb8ic256ih14oc256oh14kh3ph1", dtype="fp16")
+    t0 = time.perf_counter()
+    try:
+        notes, _ = cudnn_graph.plan_notes(q)
+        index = next((i for i, n in notes.items() if any("REDUCED_PRECISION" in str(x) for x in n)), None)
+        if index is None:
+            out.append(row("diagnosis: REDUCED_PRECISION_REDUCTION plan, fp16", "no such plan", None, None, None,
+                           time.perf_counter() - t0, expected="no such plan"))
+        else:
+            from convcheck import CheckSpec, run_spec
+
+            r = run_spec(CheckSpec(problem=q, backend="cudnn", engine=index))
+            named = r.diagnosis.line() if r.diagnosis is not None else (r.diagnosis_error or "-")
+            print(f"REDUCED_PRECISION_REDUCTION plan {index}: {r.status}; {named}")
+            out.append(row(f"diagnosis: REDUCED_PRECISION_REDUCTION plan {index}, fp16", r.status,
+                           r.backend_info.get("engine"), r.comparison.max_abs_diff if r.comparison else None,
+                           r.comparison.max_ratio if r.comparison else None, time.perf_counter() - t0,
+                           expected=r.status))  # what it is, said; either verdict is cuDNN's
+    except Exception as e:
+        print(f"diagnosis of a reduced-precision plan: {type(e).__name__}: {e}", file=sys.stderr)
+        out.append(row("diagnosis: REDUCED_PRECISION_REDUCTION plan, fp16", "exception", None, None, None, 0.0))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="gpu-logs")
@@ -142,6 +193,7 @@ def main() -> int:
         rows.append(row(label, result.status, result.backend_info.get("engine"), rec["max_abs_diff"], rec["bound_ratio"],
                         result.time_s, expected))
     rows.append(real_tf32_row())
+    rows += diagnosed_rows()
     # Issue 5: backward and fused graphs.
     for label, desc, kw in [
         ("dgrad res3a_branch2b", "mb8ic128ih28oc128oh28kh3ph1", {"direction": "dgrad"}),

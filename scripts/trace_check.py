@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     parser.add_argument("--moved", help="a convcheck/_moved.py whose table names the layer of each flat module "
                                         "(to measure a tree of convcheck from before the layers)")
     args = parser.parse_args(argv)
-    from convcheck import parse_descriptor, run_check
+    from convcheck import CheckSpec, parse_descriptor, run_spec
 
     order = ("base", "problem", "numerics", "check", "campaign", "output", "api", "cli")
     moved = runpy.run_path(args.moved)["MOVED"] if args.moved else {}
@@ -76,8 +76,18 @@ def main(argv=None) -> int:
         return order.index(new.split(".")[1]) if new else None
 
     problem = parse_descriptor(args.descriptor, dtype=args.dtype)
-    run_check(problem, backend=args.backend, device="cpu", bound=args.bound)  # imports, caches: not what one check walks
-    modules, crossings, walk = trace(lambda: run_check(problem, backend=args.backend, device="cpu", bound=args.bound))
+    if args.moved:  # a tree from before CheckSpec: its run_check
+        from convcheck import run_check
+
+        def check():
+            return run_check(problem, backend=args.backend, device="cpu", bound=args.bound)
+    else:  # what every command calls: run_spec of the check's one description
+        spec = CheckSpec(problem=problem, backend=args.backend, device="cpu", bound=args.bound)
+
+        def check():
+            return run_spec(spec)
+    check()  # imports, caches: not what one check walks
+    modules, crossings, walk = trace(check)
     climbs = [(a, b) for a, b in zip(walk, walk[1:]) if None not in (layer(a), layer(b)) and layer(b) > layer(a)]
     up_calls = [(a, b) for a, b in crossings if None not in (layer(a), layer(b)) and layer(b) > layer(a)]
     print(f"{len(modules)} modules, {len(walk)} stops, {len(climbs)} climbs back up a layer; {len(crossings)} calls "
@@ -87,8 +97,10 @@ def main(argv=None) -> int:
     from collections import Counter
 
     entries = Counter(b for a, b in crossings if a == pipeline)
+    announced = entries.pop("base.stages", 0)  # each stage says it began (what a crashed worker's record names)
     print(f"  the pipeline ({pipeline}) enters {len(entries)} modules, {sum(entries.values())} times: "
-          + ", ".join(f"{m} {n}" for m, n in entries.most_common()))
+          + ", ".join(f"{m} {n}" for m, n in entries.most_common())
+          + (f"; and announces {announced} stages (base.stages)" if announced else ""))
     for m in modules:
         print(f"  {m:<28} {order[layer(m)] if layer(m) is not None else '(no layer)'}")
     for a, b in sorted(set(climbs)):

@@ -15,7 +15,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from convcheck.check import backends, pipeline as check_mod
+from convcheck.check import backends, plan as check_mod
 from convcheck.check.backends import numpy_ref, torch64
 from convcheck.check import Plan, resolve, run_check, shared_implementation
 from convcheck.output.evidence import report_text

@@ -64,7 +64,7 @@ def test_the_reader_of_imports_sees_them():
     """The test's own reader: relative, absolute, in functions, modules and names."""
     seen = imports_of(PACKAGE / "check" / "pipeline.py")
     assert {"check.backends", "numerics.bound", "check.compare", "check.fill", "problem.descriptor"} <= seen
-    assert "check.backends.user_function" in seen  # imported inside a function
+    assert "numerics.magnitudes" in seen  # imported inside a function
 
 
 def test_the_tree_is_the_layers():
@@ -83,3 +83,38 @@ def test_the_paths_from_before_the_layers_import_the_same_modules():
     from convcheck.backends import torch_conv  # noqa: F401  (a submodule through a moved package)
     from convcheck.check import run_check, _cuda_usable  # noqa: F401  (the pipeline's names, helpers too)
     from convcheck.cli import main, run_body  # noqa: F401
+
+
+def _pipeline_entries(spec, inputs=None):
+    """How often one check's pipeline (check.pipeline) calls into each other module: scripts/trace_check.py's trace."""
+    import runpy
+    from collections import Counter
+
+    from convcheck import run_spec
+
+    trace = runpy.run_path(str(PACKAGE.parent / "scripts" / "trace_check.py"))["trace"]
+    run_spec(spec, inputs=inputs)  # imports and caches first: not what one check walks
+    _, crossings, _ = trace(lambda: run_spec(spec, inputs=inputs))
+    entries = Counter(b for a, b in crossings if a == "check.pipeline")
+    entries.pop("base.stages", None)  # the stage announcements (what a crashed worker's record names)
+    return entries
+
+
+def test_a_check_enters_each_module_of_its_pipeline_once():
+    """benchdnn's doit: the plan, the judging, the fill, the run, the reference, the magnitudes, the
+    comparison, the verdict and the environment, each asked once (issue 45). A failure's diagnosis is a
+    search after the verdict, one cause after another (tests/test_diagnosis.py): its own stage, off here."""
+    from convcheck import CheckSpec, parse_descriptor
+
+    user = f"{PACKAGE.parent / 'tests' / 'wrong_everywhere.py'}:fprop"
+    specs = [CheckSpec(problem=parse_descriptor("mb2ic8ih10oc8oh10kh3ph1"), backend="torch", device="cpu"),
+             CheckSpec(problem=parse_descriptor("mb2ic8ih10oc8oh10kh3ph1"), backend="torch", device="cpu",
+                       bound="elementwise"),
+             CheckSpec(problem=parse_descriptor("mb2ic8ih10oc8oh10kh3ph1", dtype="bf16"), backend=user, device="cpu",
+                       diagnose=0),
+             CheckSpec(problem=parse_descriptor("mb2ic8ih10oc8oh10kh3ph1"), backend="torch", device="cpu",
+                       plant="drop-channel", diagnose=0)]
+    for spec in specs:
+        entries = _pipeline_entries(spec)
+        assert entries and set(entries.values()) == {1}, (spec.backend, spec.bound, spec.plant, dict(entries))
+        assert {"check.plan", "check.judging", "check.fill", "check.compare", "check.verdict"} <= set(entries)

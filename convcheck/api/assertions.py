@@ -88,7 +88,7 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
 
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
-           contract: str | None = None, algorithm: str | None = None) -> None:
+           contract: str | None = None, algorithm: str | None = None, diagnose: float | None = None) -> None:
     """Your answer judged as every given answer is (:func:`convcheck.check.judge_given`); a failure
     raises AssertionError with the message a person reads."""
     from ..check.backends import torch64
@@ -108,7 +108,7 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
     ref, _ = torch64.compute(problem, x64, w64, dy64, b64)  # float64 of your inputs as given, cuDNN disabled
     result = judge_given(problem, ConvInputs(x=x64, w=w64, seed=-1, dy=dy64, bias=b64), actual, implementation="yours",
                          reference="torch64", device=device, bound="elementwise" if chosen is None else None,
-                         level=level, contract=contract, algorithm=algorithm, ref=ref)
+                         level=level, contract=contract, algorithm=algorithm, ref=ref, diagnose=diagnose)
     c = result.comparison
     if c.passed:
         return Closeness(problem, actual, ref, result)
@@ -134,7 +134,19 @@ def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level:
         f"|difference| {abs(ours - truth):.4g}, allowed {allowed:.4g}.\n"
         + (f"Bound: {c.derivation}" if chosen else
            f"Bound ({'any data, any summation order' if c.level == 'rigorous' else 'then the probable level'}): "
-           f"{c.derivation}"))
+           f"{c.derivation}")
+        + _cause_text(result))
+
+
+def _cause_text(result) -> str:
+    """The failure's diagnosis (which known arithmetic explains your answer), where one ran."""
+    from ..check.diagnose import lines_of
+
+    d = result.record().get("diagnosis")
+    if not d:
+        return ""
+    first, *rest = lines_of(d)
+    return f"\nCause: {first}" + "".join(f"\n  {line}" for line in rest)
 
 
 def _level_text(problem: ConvProblem, level: str, contract: str, chosen) -> str:
@@ -245,20 +257,22 @@ def _to_logical(t, layout: str, role: str):
 def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
                       groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None,
                       contract: str | None = None, algorithm: str | None = None, layout: str = "nchw",
-                      weight_layout: str = "oihw", verbose: bool = False) -> Closeness:
+                      weight_layout: str = "oihw", verbose: bool = False, diagnose: float | None = None) -> Closeness:
     """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
     up to what the arithmetic of ``actual``'s type allows (see the module's docstring); ``algorithm``
     (``"winograd:M"``, ``"fft"``...): what your kernel computes by, judged by that algorithm's bound.
     ``layout``: "nchw" (torch's) or "nhwc" (channels last: TensorFlow's, JAX's, most NumPy code's) for
     ``input`` and ``actual``; ``weight_layout``: "oihw" (torch's), "hwio" (TensorFlow's) or "ohwi".
     Passing, it returns what it found (:class:`Closeness`: the largest difference, in ulps too, and what
-    was allowed there), and prints it with ``verbose=True``."""
+    was allowed there), and prints it with ``verbose=True``. Failing, its message names the known
+    arithmetic that explains ``actual`` (:mod:`convcheck.check.diagnose`), if one does: ``diagnose`` is
+    that search's budget in seconds (0: none; None: scaled to the check, at least 5 s)."""
     x = _to_logical(to_torch(input), layout, "input")
     w = _to_logical(to_torch(weight), weight_layout, "weight")
     ours = _to_logical(to_torch(actual), layout, "input")
     problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
                        _dtype_of(ours, dtype), bias is not None)
-    found = _judge(ours, problem, x, w, None, bias, msg, level, contract, algorithm)
+    found = _judge(ours, problem, x, w, None, bias, msg, level, contract, algorithm, diagnose)
     if verbose:
         print(found)
     return found
@@ -267,23 +281,26 @@ def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, st
 def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight: Any, grad_output: Any, stride=1,
                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                  msg: str | None = None, level: str | None = None,
-                                 contract: str | None = None, algorithm: str | None = None) -> "Closeness":
+                                 contract: str | None = None, algorithm: str | None = None,
+                                 diagnose: float | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
     w, dy = to_torch(weight), to_torch(grad_output)
     problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    return _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm)
+    return _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm, diagnose)
 
 
 def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence[int], grad_output: Any, stride=1,
                                   padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                   msg: str | None = None, level: str | None = None,
-                                  contract: str | None = None, algorithm: str | None = None) -> "Closeness":
+                                  contract: str | None = None, algorithm: str | None = None,
+                                  diagnose: float | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
     x, dy = to_torch(input), to_torch(grad_output)
     problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
                        _dtype_of(to_torch(actual), dtype), False)
-    return _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm)
+    return _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm,
+                  diagnose)
 
 
 def _placeholder_weight(weight_size, like):

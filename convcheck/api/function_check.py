@@ -92,7 +92,8 @@ def _backend_names(fn, directions: Iterable[str]) -> dict[str, str]:
 def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *, directions=("fprop",),
                         dtypes=("fp32",), layouts=("nchw",), device: str | None = None, seeds: int = 1,
                         mb: int | None = None, dims=(1, 2, 3), bound: str | None = None,
-                        plant: str | None = None, algorithm: str | None = None) -> list[dict]:
+                        plant: str | None = None, algorithm: str | None = None,
+                        diagnose: float | None = None) -> list[dict]:
     """Check ``fn`` on every problem x direction x dtype x layout x seed; return the records
     (the same JSON-able dicts a sweep writes). ``fn``: one callable for every direction asked,
     or ``{"fprop": f, "dgrad": g, "wgrad": h}``. ``dims``: the dimensions your function handles
@@ -100,7 +101,8 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     exact for fp32/tf32). ``plant``: a bug planted around your function (the checks must fail).
     ``algorithm``: how your function computes, ``"winograd:M"`` (F(MxM,RxR), optionally ``:lavin``,
     ``:onednn`` or its points) to be judged by that algorithm's bound (:mod:`convcheck.numerics.fast_bound`;
-    problems it cannot compute, strided or 1x1 ones, are ``unsupported`` records).
+    problems it cannot compute, strided or 1x1 ones, are ``unsupported`` records). ``diagnose``: each
+    failure's diagnosis budget in seconds (0: none; None: scaled to the check; :mod:`convcheck.check.diagnose`).
 
     The checks run in a supervised worker process (:mod:`convcheck.campaign.workers`): a segfault,
     an abort, ``sys.exit``/``os._exit`` or a hang (past the automatic time limit) of your
@@ -128,7 +130,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                         # a sweep's own record of one problem: your function's failures (it raised,
                         # or returned the wrong shape or type) become error records, as in a sweep
                         options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant,
-                                               algorithm=algorithm)
+                                               algorithm=algorithm, diagnose=diagnose)
                         todo.append((len(todo), Item("python", q), options))
     functions = list(fn.values()) if isinstance(fn, Mapping) else [fn]
     why = next((r for r in map(not_shippable, functions) if r), None)
@@ -155,7 +157,12 @@ def describe(rec: dict) -> str:
     first = ((rec.get("comparison") or {}).get("first_mismatch")) or None
     if first:
         line += f"; first mismatch {tuple(first['index'])}: yours {first['ours']!r}, reference {first['ref']!r}"
-    return line + f" ({rec.get('bound')} bound, seed {rec.get('seed')})"
+    line += f" ({rec.get('bound')} bound, seed {rec.get('seed')})"
+    if rec.get("diagnosis"):
+        from ..check.diagnose import line_of
+
+        line += f"; cause: {line_of(rec['diagnosis'])}"
+    return line
 
 
 def assert_conv_function(fn, problems=None, **options) -> list[dict]:

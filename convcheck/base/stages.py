@@ -14,14 +14,15 @@ The stages, in the order a check goes through them:
 - ``plan``: cuDNN's heuristics offer execution plans, and one is built (``plan`` names it);
 - ``execute``: the implementation under test runs (your function, torch, a cuDNN plan);
 - ``reference``: the reference computes its answer;
-- ``compare``: the magnitudes of the bound and the comparison.
+- ``compare``: the magnitudes of the bound and the comparison;
+- ``diagnose``: a failed check's causes are tested (:mod:`convcheck.check.diagnose`).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-STAGES = ("fill", "build", "plan", "execute", "reference", "compare")
+STAGES = ("fill", "build", "plan", "execute", "reference", "compare", "diagnose")
 
 _now: tuple[str | None, str | None] = (None, None)
 _listener: Callable[[str, str | None], None] | None = None

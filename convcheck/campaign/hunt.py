@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import BadInput
+from ..check.diagnose import cause_of
 from ..problem.descriptor import ConvProblem
 from .records import RecordWriter, prepare_out, problem_from_record, record_key
 from .shrink import DEFAULT_BUDGET, engine_of, failure_kind, search
@@ -56,6 +57,8 @@ class Group:
     minimal_proved: bool = False  # every one-step reduction was checked and passes
     found_at: int = 0  # problems the hunt had looked at when it was found (the same after a resume)
     script: str = ""
+    cause: str = ""  # what the diagnosis of a draw it explains names (a wrong answer's; "" for crashes, or none named)
+    family: str = ""  # that cause's family (convcheck.check.causes.FAMILIES): what tells two failures apart
 
     @property
     def engine(self) -> str | None:
@@ -74,6 +77,24 @@ def identity(rec: dict) -> tuple:
     """What makes two failures the same: implementation, engine, kind, the shrunk problem."""
     return (rec.get("backend"), engine_of(rec), failure_kind(rec), rec.get("problem"), rec.get("dtype"), rec.get("direction"),
             rec.get("layout"), rec.get("mode"), tuple(rec.get("fuse") or ()))
+
+
+def cause(rec: dict) -> tuple[str, str]:
+    """A wrong answer's cause and its family, as its diagnosis names them; ("", "") where it names none
+    (no known arithmetic, only the outputs that read padding, no diagnosis) or for a crash or a hang."""
+    d = rec.get("diagnosis") or {}
+    if failure_kind(rec) != "wrong answer" or d.get("family") in (None, "padding values"):
+        return "", ""
+    return cause_of(rec), d["family"]
+
+
+def same_cause(family: str, rec_or_group) -> bool:
+    """Whether a failure of ``family`` can be the failure of a record (or group): two failures whose
+    diagnoses name different families are two failures even where one problem contains the other; a
+    failure no known arithmetic explains can be any (a bug of one shape is explained at one size and
+    not at another)."""
+    other = rec_or_group.family if isinstance(rec_or_group, Group) else cause(rec_or_group)[1]
+    return not family or not other or family == other
 
 
 def _fields(p: ConvProblem) -> dict:
@@ -242,7 +263,8 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
     while True:  # each pass takes triggers away, so the problem strictly shrinks: it ends
         if stop is not None and stop.signum is not None:
             return
-        covering = [g for g in result.groups if g.kind == failure_kind(start) and contains(p, g.problem)]
+        covering = [g for g in result.groups
+                    if g.kind == failure_kind(start) and same_cause(g.family, start) and contains(p, g.problem)]
         if not covering:
             break
         names = {k for g in covering for k in g.trigger}
@@ -250,7 +272,7 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
         if q is None or q.canonical().descriptor() == p.canonical().descriptor():
             # nothing left to tell them apart by (a group of the least problem, trigger none, contains every
             # draw: one that fails everywhere): the draw is counted there
-            covering[0].members.append(index)
+            _join(covering[0], index, start)
             return
         before = result.checks
         got = check([(index, q)], lambda i: {"hunt": {"draw": i, "seed": result.seed, "without": sorted(names)}})
@@ -258,7 +280,7 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
         if index not in got:
             return  # stopped
         if failure_kind(got[index]) is None:
-            covering[0].members.append(index)
+            _join(covering[0], index, start)
             return
         p, start = q, got[index]  # another failure (of any kind): which group explains it, if any?
     budget = max(0, min(shrink_budget, result.budget - result.checks))
@@ -269,13 +291,13 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
     result.looked += found.checks + found.reused
     last = found.last
     for g in result.groups:
-        if g.identity() == identity(last):
-            g.members.append(index)
+        if g.identity() == identity(last) and same_cause(g.family, start):
+            _join(g, index, start)
             return
     group = Group(number=len(result.groups) + 1, kind=failure_kind(last) or failure_kind(start), minimal=last,
                   problem=problem_from_record(last), found_by=index, members=[index],
                   shrink_checks=found.checks + found.reused, shrink_steps=len(found.steps_taken),
-                  minimal_proved=found.minimal)
+                  minimal_proved=found.minimal, cause=cause(start)[0], family=cause(start)[1])
     say(f"hunt: draw {index} {p.descriptor()} shrank to {last['problem']} in {group.shrink_steps} steps, "
         f"{group.shrink_checks} checks" + ("" if found.minimal else f" (cut short: {found.stopped})"))
     stands = _merged(group, result, check, say)
@@ -288,14 +310,24 @@ def _explain(index: int, rec: dict, result: HuntResult, check, known: dict, writ
         group.script = writer(group)
     result.groups.append(group)
     say(f"hunt: failure {group.number} ({group.kind}): {last['problem']}, trigger "
-        + (", ".join(f"{k} {v}" for k, v in group.trigger.items()) or "none"))
+        + (", ".join(f"{k} {v}" for k, v in group.trigger.items()) or "none")
+        + (f"; cause: {group.cause}" if group.cause else ""))
+
+
+def _join(group: Group, index: int, rec: dict) -> None:
+    """Draw ``index`` (its failing record ``rec``) is ``group``'s failure: counted there, and its cause
+    named there where the group had none yet."""
+    group.members.append(index)
+    if not group.family:
+        group.cause, group.family = cause(rec)
 
 
 def _explains(big: Group, small: Group, result: HuntResult, check) -> bool:
     """Whether ``small``'s failure explains ``big``'s: ``big``'s problem contains ``small``'s,
     and passes once ``small``'s trigger is taken away (one check). A shrink can end in a local
     minimum (a parity: an odd width that every one-step change makes even) above the global one."""
-    if big.kind != small.kind or big.engine != small.engine or not contains(big.problem, small.problem):
+    if (big.kind != small.kind or big.engine != small.engine or not same_cause(big.family, small)
+            or not contains(big.problem, small.problem)):
         return False
     q = without(big.problem, small.trigger)
     if q is None:
@@ -354,6 +386,7 @@ def write_groups(result: HuntResult, out: Path) -> Path:
            "groups": [{"number": g.number, "kind": g.kind, "problem": g.minimal["problem"], "trigger": g.trigger,
                        "minimal_proved": g.minimal_proved, "draws": g.members, "found_by": g.found_by,
                        "found_after": g.found_at, "shrink_checks": g.shrink_checks, "script": g.script,
+                       "cause": g.cause,
                        "record": g.minimal} for g in result.groups]}
     path.write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n", encoding="utf-8")
     return path
@@ -365,13 +398,13 @@ def format_groups(result: HuntResult, out: Path) -> str:
     from rich.table import Table
 
     table = Table(title=f"{len(result.groups)} distinct failures", title_justify="left")
-    for col in ("#", "kind", "smallest failing problem", "trigger", "draws", "found by", "found after", "shrink checks",
-                "script"):
+    for col in ("#", "kind", "smallest failing problem", "trigger", "cause", "draws", "found by", "found after",
+                "shrink checks", "script"):
         table.add_column(col, overflow="fold")
     for g in result.groups:
         trig = ", ".join(f"{k} {v}" for k, v in g.trigger.items()) or "(the least problem)"
         table.add_row(str(g.number), g.kind, g.minimal["problem"] + ("" if g.minimal_proved else " (not proved minimal)"),
-                      trig, str(len(g.members)), f"draw {g.found_by}", str(g.found_at), str(g.shrink_checks),
+                      trig, g.cause or "-", str(len(g.members)), f"draw {g.found_by}", str(g.found_at), str(g.shrink_checks),
                       g.script or "-")
     console = Console(width=220, record=True, file=io.StringIO())
     console.print(table)

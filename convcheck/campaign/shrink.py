@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..check.diagnose import line_of
 from ..base.errors import BadInput
 from ..problem.descriptor import ConvProblem
 from .records import prepare_out, problem_from_record, record_key
@@ -153,6 +154,9 @@ class ShrinkResult:
     minimal: bool = False  # every one-step reduction of the last problem was checked and passes
     stopped: str = ""  # why the search ended early (budget, signal)
     reproduced: bool = True  # the starting problem, checked again, still fails that way
+    #: the diagnosis of the smallest failing problem (convcheck.check.diagnose; the candidates are checked
+    #: without one, to keep the walk as fast as the checks): its record's "diagnosis", or None
+    diagnosis: dict | None = None
 
     @property
     def last(self) -> dict:
@@ -212,9 +216,30 @@ def search(rec: dict, known: dict, write, *, budget: int = DEFAULT_BUDGET, timeo
 
     refuse_unshrinkable(rec)
     # what the candidates need is here (a GPU for cuDNN), said before the walk starts
-    options = replace(resolved(options_of(rec)), timeout=timeout, notes=())
+    asked = replace(resolved(options_of(rec)), timeout=timeout, notes=())
+    options = replace(asked, diagnose=0)  # the smallest failure alone is diagnosed, at the end
     result = ShrinkResult(start=rec)
     executor = SupervisedExecutor(1)
+    try:
+        return _walk(rec, known, write, budget, log, stop, tag, options, result, executor)
+    finally:
+        if result.reproduced and failure_kind(result.last) == "wrong answer" and asked.diagnose != 0:
+            _diagnose_last(result, asked, executor, stop)
+
+
+def _diagnose_last(result: ShrinkResult, options, executor, stop) -> None:
+    """The smallest failing problem checked once more, with the diagnosis the start was asked for."""
+    from .sweep import Item
+
+    q = problem_from_record(result.last)
+    for _, recs in executor.checks([(0, Item("shrink", q, text=q.descriptor()), options)], stop):
+        d = recs[0].get("diagnosis")
+        result.diagnosis = d if recs[0].get("status") == "failed" else None
+
+
+def _walk(rec, known, write, budget, log, stop, tag, options, result, executor) -> ShrinkResult:
+    from .sweep import Item, _identity
+
     current = problem_from_record(rec)
     say = log or (lambda line: None)
     say(f"shrink: start {current.descriptor()} [{rec.get('dtype')} {rec.get('direction')}] "
@@ -282,4 +307,9 @@ def format_result(result: ShrinkResult, out: Path) -> str:
                  f"before, in this search or in {out}, not checked again)")
     if last.get("message"):
         lines.append(f"  {last['message']}")
+    start = (result.start.get("diagnosis") or {})
+    if result.diagnosis:
+        lines.append(f"  cause: {line_of(result.diagnosis)}")
+    if start.get("cause") and start.get("cause") != (result.diagnosis or {}).get("cause"):
+        lines.append(f"  cause at the recorded problem: {line_of(start)}")
     return "\n".join(lines)

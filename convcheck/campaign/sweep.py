@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..check.diagnose import cause_of, line_of
 from ..check.pipeline import resolve, run_spec
 from ..base.errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported, text_lines
 from . import expectations
@@ -162,6 +163,7 @@ class SweepSummary:
     notes: list = field(default_factory=list)
     fixed: list = field(default_factory=list)  # records that passed where a failure was expected
     invalid: list = field(default_factory=list)  # records of lines that are no problem (malformed)
+    causes: Counter = field(default_factory=Counter)  # this run's failures by the cause their diagnosis names
 
     @property
     def whole(self) -> Counter:
@@ -603,6 +605,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                         summary.fixed.append(rec)
                     if rec["status"] == "invalid":
                         summary.invalid.append(rec)
+                    if rec["status"] == "failed" and rec.get("diagnosis"):  # none where --diagnose 0
+                        summary.causes[cause_of(rec)] += 1
                     summary.worst.append((number, rec))
                     if on_record:
                         on_record(rec)
@@ -647,6 +651,10 @@ def format_summary(summary: SweepSummary, out: Path | None) -> str:
     for r in summary.fixed:
         lines.append(f"  FIXED? {record_brief(r)} passed where a failure was expected "
                      f"({r['expected_failure_fixed']['line']}: {r['expected_failure_fixed']['reason']})")
+    if summary.causes:
+        lines.append("  failures by cause (convcheck.check.diagnose):")
+        for cause, n in summary.causes.most_common():
+            lines.append(f"    {n:>5}  {cause}")
     if summary.worst:
         lines.append("  worst cases (#: the record's number, as rerun --index takes it):")
         for number, r in summary.worst:
@@ -654,4 +662,6 @@ def format_summary(summary: SweepSummary, out: Path | None) -> str:
             lines.append(f"    #{number:<4} {r['status']:<11} {'-' if ratio is None else f'{ratio:.3g}':>9}  {record_brief(r)}")
             if r.get("message"):
                 lines.append(reason_lines(r, indent=" " * 11))
+            if r.get("status") == "failed" and r.get("diagnosis"):
+                lines.append(" " * 11 + "cause: " + line_of(r["diagnosis"]))
     return "\n".join(lines)

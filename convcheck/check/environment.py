@@ -188,8 +188,10 @@ def _cupy() -> dict:
     }
 
 
-def versions(full: bool = False) -> dict:
-    """Versions that matter to a result. ``full`` adds the TF32 switches and package list."""
+def versions(full: bool = False, implementation=None) -> dict:
+    """Versions that matter to a result. ``full`` adds the TF32 switches and package list.
+    ``implementation``: the backend under test where it names a version of its own (your function:
+    its file's hash, so that a changed function is another version)."""
     info = {
         "convcheck": __version__,
         "python": platform.python_version(),
@@ -201,6 +203,9 @@ def versions(full: bool = False) -> dict:
     info.update(_frontend())
     info.update(_cupy())
     info["libcudnn_loaded"] = loaded_libcudnn() or ["none"]
+    own = getattr(implementation, "own_versions", None)
+    if own is not None:
+        info.update(own())
     if full:
         info["distributions"] = installed_distributions()
         info["executable"] = sys.executable

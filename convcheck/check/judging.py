@@ -4,13 +4,15 @@ each side says it computes.
 :mod:`convcheck.numerics.bound` and :mod:`convcheck.numerics.fast_bound` (the numerics) build bounds from
 :class:`convcheck.numerics.rounding.Computes` alone; this module asks the implementations
 (:func:`convcheck.check.backends.computes`) and decides what may be declared (a fast algorithm is
-your function's to declare; torch and cuDNN say how they compute themselves). Every check
-takes its bound from :func:`bound_for`: the direct, staged and given-data (rigorous and
+your function's to declare; torch and cuDNN say how they compute themselves). A check asks
+:func:`for_check` once for everything that decides how it is judged; its bound comes from :func:`bound_for`: the direct, staged and given-data (rigorous and
 probable) bounds through :func:`make_bound`, a declared Winograd or FFT through
 :func:`convcheck.numerics.fast_bound.bound_for`.
 """
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 from . import backends
 from ..numerics.bound import DEFAULT_LEVEL, DEFAULT_P_FALSE, bound_between, resolve
@@ -84,3 +86,31 @@ def bound_for(spec, backend: str, reference: str, devices: tuple[str, str], data
     name = resolve(spec.bound, problem, data)
     return make_bound(name, problem, (backend, reference), data=data, level=level, devices=devices,
                       contract=spec.effective_contract(backend)), name
+
+
+class Judging(NamedTuple):
+    """How one check is judged (:func:`for_check`)."""
+
+    bound: Any                  # the bound object (convcheck.numerics.bound, convcheck.numerics.fast_bound)
+    name: str                   # its name, as a record names it
+    declared: Algorithm | None  # the fast algorithm the implementation under test computes by (None: a direct sum)
+    contract: str | None        # your function's or a given answer's half-precision contract (None: it says itself)
+    level: str | None           # given data's level (None: convcheck's own fill)
+    operand_slice: int | None   # a Winograd bound's left-operand slice, where memory asked for a smaller one
+
+
+def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
+    """Everything that decides how the check ``spec`` describes is judged, with its implementations
+    resolved to ``plan`` (:class:`convcheck.check.plan.Plan`): the declared fast algorithm (:func:`declared`:
+    one that cannot be declared is refused in one line), the room the check needs before anything is
+    allocated (``room``: :func:`convcheck.check.memory.require_room`, which may give a declared
+    Winograd bound a smaller operand slice), the bound (:func:`bound_for`), the contract and the level."""
+    from .memory import require_room
+
+    fast = declared(spec.algorithm, plan.backend, spec.plant, spec.bound, plan.reference)
+    devices = (plan.backend_device, plan.reference_device)
+    operand_slice = None
+    if room:
+        _, operand_slice = require_room(spec.problem, set(devices), spec.max_memory, plan.reference, fast, data)
+    bnd, name = bound_for(spec, plan.backend, plan.reference, devices, data, operand_slice, declared_now=fast)
+    return Judging(bnd, name, fast, spec.effective_contract(plan.backend), spec.effective_level(data), operand_slice)

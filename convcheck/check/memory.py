@@ -281,3 +281,28 @@ def operand_slice_to_fit(problem, devices=("cpu",), max_memory: int | None = Non
         if room is None or estimate(problem, reference, algorithm, size, devices, data) <= room:
             return size
     return sizes[-1] if sizes else None
+
+
+def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None,
+                 algorithm=None, data: str = "given") -> tuple[int, int | None]:
+    """:func:`require_fits`, after letting go of the kept fast-algorithm bounds
+    (:data:`convcheck.numerics.fast_bound.RECENT`) and handing the heap's freed pages back
+    (:func:`return_freed_heap`) where they are what stands in the way: they are a
+    saving, never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
+    left operand in smaller slices (:func:`operand_slice_to_fit`): slower, the same
+    answer. ``data``: "random" (inputs convcheck draws) or "given" (:func:`bytes_per_result`).
+    Returns (the estimate, that operand slice or None for the default); raises
+    :class:`TooLarge` if it still would not fit."""
+    from ..numerics.fast_bound import RECENT
+
+    try:
+        return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
+    except TooLarge:
+        released = RECENT.release()
+        if return_freed_heap() or released:  # what this process freed, handed back, then asked again
+            try:
+                return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
+            except TooLarge:
+                pass
+        operand_slice = operand_slice_to_fit(problem, devices, max_memory, reference, algorithm, data)
+        return require_fits(problem, devices, max_memory, reference, algorithm, operand_slice, data), operand_slice

@@ -15,12 +15,14 @@ from . import backends, plant as plants
 from ..numerics import probable
 from ..base import stages
 from ..numerics.bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, resolve as resolve_bound
-from .judging import make_bound
+from .judging import for_check, make_bound
 from .compare import Comparison, compare, to_torch
 from ..base.errors import (EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported)
 from .fill import ConvInputs, make_inputs
 from ..problem.descriptor import ConvProblem
 from .verdict import status_of
+from .memory import require_room  # noqa: F401  (read from here too)
+from .plan import Plan, _cuda_usable, resolve, shared_implementation  # noqa: F401  (read from here too)
 
 #: Numerical notes of cuDNN plans that read fp32 inputs as TF32 (Ampere and newer).
 DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
@@ -29,76 +31,6 @@ STATUS_EXIT = {
     "passed": EXIT_PASS, "failed": EXIT_MISMATCH, "mistrusted": EXIT_MISMATCH,
     "unsupported": EXIT_UNAVAILABLE, "error": EXIT_INTERNAL,
 }
-
-
-@dataclass
-class Plan:
-    """Which implementation is checked against which, and where each runs."""
-
-    backend: str
-    backend_device: str
-    reference: str
-    reference_device: str
-    notes: list[str] = field(default_factory=list)
-
-
-def _cuda_usable() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:
-        return False
-
-
-def resolve(backend: str = "auto", reference: str | None = None, device: str | None = None) -> Plan:
-    """Decide backend/reference/devices. ``auto`` is cuDNN on the GPU against torch's float64
-    convolution with cuDNN disabled (``torch64``: a reference that is not the library under
-    test) where a usable GPU exists, else torch on the CPU vs the NumPy reference. The lesson's
-    literal comparison, torch's own convolution in the checked type, is ``reference="torch"``."""
-    if device not in (None, "cpu", "cuda"):
-        raise BadInput(f"the device must be cpu or cuda, got {device!r}", option="device")
-    notes = []
-    if backend == "auto":
-        reason = backends.unavailable_reason("cudnn", "cuda")
-        if reason is None:
-            backend, device = "cudnn", "cuda"
-        else:
-            notes.append(f"cuDNN not tested: {reason}")
-            backend = "torch"
-            device = device or "cpu"
-            reference = reference or "numpy"
-    user = backends.is_user_function(backend)
-    if backend not in backends.NAMES and not user:
-        raise BadInput(f"unknown backend {backend!r}; expected auto, one of {', '.join(backends.NAMES)}, "
-                       "or your function as path/to/file.py:NAME or package.module:NAME")
-    if user:
-        backends.module(backend)  # a file or name that is not there is the user's mistake: said now, once
-        # your function is judged against the float64 NumPy reference on the CPU and torch's float64
-        # convolution with cuDNN disabled on a GPU (neither shares your code)
-        device = device or ("cuda" if _cuda_usable() else "cpu")
-        reference = reference or ("numpy" if device == "cpu" else "torch64")
-    reference = reference or backends.facts(backend).default_reference
-    if reference not in backends.NAMES:
-        raise BadInput(f"unknown reference {reference!r}; expected one of {', '.join(backends.NAMES)}")
-    if backend == "cudnn":
-        if device == "cpu":
-            raise BadInput("the cudnn backend runs on the GPU; the cpu device applies only to torch", option="device")
-        device = "cuda"
-    elif backends.host_only(backend):
-        device = device or ("cuda" if not backends.host_only(reference) and _cuda_usable() else "cpu")
-    else:
-        device = device or ("cuda" if _cuda_usable() else "cpu")
-    backend_device = "cpu" if backends.host_only(backend) else device
-    reference_device = "cpu" if backends.host_only(reference) else device
-    if reference == backend:
-        why = (f"; with no usable GPU here auto chose {backend} on the CPU ({notes[0][len('cuDNN not tested: '):]}), so "
-               f"--reference {reference} would judge it by itself: the lesson's comparison needs cuDNN under test on a GPU"
-               if notes and notes[0].startswith("cuDNN not tested") else "")
-        raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r}){why}")
-    if not notes and "cudnn" not in (backend, reference):
-        notes.append(f"cuDNN not tested: {backend} vs {reference} was asked for")
-    return Plan(backend, backend_device, reference, reference_device, notes)
 
 
 _STREAMS: dict = {}
@@ -195,6 +127,8 @@ class CheckResult:
     engine_pinned: str | None = None
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
     magnitudes: Any = None  # what that bound was built from, where the caller asks (judge_given); not serialised
+    diagnosis: Any = None  # a failure's explanation (convcheck.check.diagnose.Diagnosis); None where none ran
+    diagnosis_error: str = ""  # what stopped a diagnosis (the verdict stands)
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
 
     @property
@@ -255,6 +189,10 @@ class CheckResult:
             rec["level"] = self.level
         if self.engine_pinned:  # rerun and shrink run this plan again, by name
             rec["engine_pinned"] = self.engine_pinned
+        if self.diagnosis is not None:  # which arithmetic explains a failure (convcheck.check.diagnose)
+            rec["diagnosis"] = self.diagnosis.as_dict()
+        elif self.diagnosis_error:
+            rec["diagnosis"] = {"cause": None, "error": self.diagnosis_error}
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
             rec.update(engine=self.backend_info.get("engine"), engine_index=self.backend_info.get("plan_index"),
                        judged_as=self.judged_as)
@@ -299,14 +237,16 @@ def run_under_test(plan: Plan, problem: ConvProblem, inputs: ConvInputs, planted
     if planted.compute is not None:
         ours, info = planted.compute(planted.problem, planted.inputs.host()), {"implementation": "planted bug"}
     else:
-        ours, info = backends.require(plan.backend, plan.backend_device).run(
-            planted.problem, planted.inputs, plan.backend_device, **options)
-    return planted.post(to_torch(ours)), info
+        under_test = plan.under_test or backends.require(plan.backend, plan.backend_device)
+        ours, info = under_test.run(planted.problem, planted.inputs, plan.backend_device, **options)
+    ours = to_torch(ours)
+    return (ours if planted.post is None else planted.post(ours)), info
 
 
 def run_reference(plan: Plan, problem: ConvProblem, inputs: ConvInputs):
     """Stage 3: the reference's answer: (output, info)."""
-    return backends.require(plan.reference, plan.reference_device).run(problem, inputs, plan.reference_device)
+    reference = plan.reference_backend or backends.require(plan.reference, plan.reference_device)
+    return reference.run(problem, inputs, plan.reference_device)
 
 
 def compare_device(plan: Plan) -> str:
@@ -408,31 +348,6 @@ def plan_bound(how: PlanJudging, plan: Plan):
                       devices=(plan.backend_device, plan.reference_device))
 
 
-def shared_implementation(plan: Plan) -> str | None:
-    """Why under test and reference are one implementation, or None: cuDNN's graph checked
-    against torch's convolution on the GPU with torch's cuDNN enabled, while this process maps
-    a single libcudnn file (so both ran its kernels, and agreeing bit for bit proves little)."""
-    if plan.backend != "cudnn" or plan.reference != "torch" or plan.reference_device == "cpu":
-        return None
-    import torch
-
-    from .environment import loaded_libcudnn
-
-    if not (torch.backends.cudnn.enabled and torch.backends.cudnn.is_available()):
-        return None
-    files = loaded_libcudnn()
-    if len(files) != 1:
-        return None
-    return (f"under test and reference share one implementation: the cuDNN graph and torch's convolution both ran "
-            f"{files[0]}; an agreement proves little (the reference torch64, cuDNN disabled, is independent)")
-
-
-def _note_shared_implementation(plan: Plan) -> None:
-    note = shared_implementation(plan)
-    if note and note not in plan.notes:
-        plan.notes.append(note)
-
-
 def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs, bound_name: str) -> None:
     """A planted bug that cannot change these inputs' answer proves nothing: refuse it. Asked
     only of a plant the check did not catch (what it costs is another float64 computation of
@@ -452,7 +367,7 @@ def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs
 def _small_everywhere(result: CheckResult) -> str:
     """Where your function fails the exact check at most outputs by a tiny relative amount (what reordered
     or transformed arithmetic gives, not a wrong window), the message says how to declare a fast
-    algorithm ('' otherwise)."""
+    algorithm ('' otherwise): where no diagnosis runs (``--diagnose 0``), the guess it can make."""
     c = result.comparison
     if c is None or not c.total or c.outside < 0.1 * c.total or not c.ref_abs_max:
         return ""
@@ -462,32 +377,6 @@ def _small_everywhere(result: CheckResult) -> str:
     return (f"{c.outside} of {c.total} outputs differ, all by at most {relative:.1e} of max|ref|: what transformed or "
             "rounded arithmetic gives. If your function computes by a fast algorithm, declare it "
             "(--algorithm winograd:M, algorithm='winograd:M'); a direct sum must match the exact fill bit for bit")
-
-
-def require_room(problem, devices, max_memory: int | None = None, reference: str | None = None,
-                 algorithm=None, data: str = "given") -> tuple[int, int | None]:
-    """:func:`convcheck.check.memory.require_fits`, after letting go of the kept fast-algorithm bounds
-    (:data:`convcheck.numerics.fast_bound.RECENT`) and handing the heap's freed pages back
-    (:func:`convcheck.check.memory.return_freed_heap`) where they are what stands in the way: they are a
-    saving, never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
-    left operand in smaller slices (:func:`convcheck.check.memory.operand_slice_to_fit`): slower, the same
-    answer. ``data``: "random" (inputs convcheck draws) or "given" (:func:`convcheck.check.memory.bytes_per_result`).
-    Returns (the estimate, that operand slice or None for the default); raises
-    :class:`~convcheck.check.memory.TooLarge` if it still would not fit."""
-    from ..numerics.fast_bound import RECENT
-    from .memory import TooLarge, operand_slice_to_fit, require_fits, return_freed_heap
-
-    try:
-        return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
-    except TooLarge:
-        released = RECENT.release()
-        if return_freed_heap() or released:  # what this process freed, handed back, then asked again
-            try:
-                return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
-            except TooLarge:
-                pass
-        operand_slice = operand_slice_to_fit(problem, devices, max_memory, reference, algorithm, data)
-        return require_fits(problem, devices, max_memory, reference, algorithm, operand_slice, data), operand_slice
 
 
 def run_check(
@@ -508,6 +397,7 @@ def run_check(
     level: str | None = None,
     contract: str | None = None,
     algorithm: str | None = None,
+    diagnose: float | None = None,
 ) -> CheckResult:
     """Run one check through the stages: :func:`run_spec` of the :class:`~convcheck.check.spec.CheckSpec`
     these arguments describe. Bad input raises BadInput; a backend that cannot
@@ -523,6 +413,7 @@ def run_check(
     "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`); torch and cuDNN say it themselves.
     ``algorithm``: how your function computes, ``direct`` (None) or ``winograd:M[...]``
     (:mod:`convcheck.numerics.fast_bound`): with the default bound it is then judged by that algorithm's bound.
+    ``diagnose``: a failure's diagnosis budget in seconds (0: none; None: scaled to the check).
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.check.memory.TooLarge` before anything is allocated."""
     from .spec import CheckSpec
@@ -530,7 +421,7 @@ def run_check(
     spec = CheckSpec(problem=problem, backend=backend, reference=reference, device=device, seed=seed, plant=plant,
                      bound=bound, engine=engine, repeat=repeat, heuristics=tuple(heuristics) if heuristics else None,
                      max_memory=max_memory, fill_device=fill_device, level=level, contract=contract,
-                     algorithm=algorithm)
+                     algorithm=algorithm, diagnose=diagnose)
     return run_spec(spec, inputs=inputs, keep_outputs=keep_outputs)
 
 
@@ -540,20 +431,11 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     keeps (output, reference, inputs) in the result for saving the lesson's files and pictures."""
     from .environment import versions
 
-    problem, backend, reference, device, seed = spec.problem, spec.backend, spec.reference, spec.device, spec.seed
-    plant, bound, engine, repeat, heuristics = spec.plant, spec.bound, spec.engine, spec.repeat, spec.heuristics
-    max_memory, fill_device, level, algorithm = spec.max_memory, spec.fill_device, spec.level, spec.algorithm
+    problem, seed, plant, engine, repeat, heuristics = spec.problem, spec.seed, spec.plant, spec.engine, spec.repeat, spec.heuristics
+    backend = spec.backend
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
-    plan = resolve(backend, reference, device)
-    data = "given" if inputs is not None and inputs.kind == "given" else "random"
-    contract, level = spec.effective_contract(plan.backend), spec.effective_level(data)
-    from .judging import declared as declared_algorithm
-
-    declared = declared_algorithm(algorithm, plan.backend, plant, bound, plan.reference)
-    # before any allocation; a declared Winograd algorithm's bound holds its own working set too
-    _, operand_slice = require_room(problem, {plan.backend_device, plan.reference_device}, max_memory,
-                                    plan.reference, declared, data)
+    plan = resolve(backend, spec.reference, spec.device, require=True)
     options = {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
@@ -561,23 +443,20 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
         options = {"engine": engine, "repeat": repeat}
         if heuristics:
             options["heuristics"] = tuple(heuristics)
-    backends.require(plan.backend, plan.backend_device)
-    backends.require(plan.reference, plan.reference_device)
-    from .judging import bound_for
-
-    bnd, bound_name = bound_for(spec, plan.backend, plan.reference, (plan.backend_device, plan.reference_device), data,
-                                operand_slice, declared_now=declared)
+    data = "given" if inputs is not None and inputs.kind == "given" else "random"
+    how = for_check(spec, plan, data)  # before any allocation
+    bnd, bound_name = how.bound, how.name
     where = compare_device(plan)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
-                         algorithm=declared.text if declared else None,
-                         contract=contract, level=level)
+                         algorithm=how.declared.text if how.declared else None,
+                         contract=how.contract, level=how.level)
     try:
         with device_scope(plan):
             clock = StageClock(plan)
             stages.enter("fill")
             if inputs is None:
-                inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else fill_device)
+                inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else spec.fill_device)
             clock.mark("fill")
             result.seed, result.fill, result.density, result.fill_device = inputs.seed, inputs.kind, inputs.density, inputs.device
             planted = plants.apply(plant, problem, inputs)
@@ -591,7 +470,6 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
             stages.enter("reference")
             ref, result.reference_info = run_reference(plan, problem, inputs)
             clock.mark("reference")
-            _note_shared_implementation(plan)
             for info in (result.backend_info, result.reference_info):
                 if info.get("note") and info["note"] not in result.plan.notes:
                     result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
@@ -599,8 +477,8 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
             mags = magnitudes_for(bnd, problem, inputs, where, reference=ref)
             clock.mark("magnitudes")
             judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)
-            if bound_name == "exact" and backends.is_user_function(plan.backend) and not plant:
-                result.message = _small_everywhere(result) or result.message
+            hint = _small_everywhere(result) if bound_name == "exact" and plan.user_function and not plant else ""
+            result.message = hint or result.message
             clock.mark("compare")
             result.stages.update(clock.stages())
             result.time_backend_s, result.time_reference_s = result.stages["under_test"], result.stages["reference"]
@@ -608,6 +486,11 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
                 result.plan.notes.append(f"results differ between the {repeat} runs of the same engine (not bitwise reproducible)")
             if result.status == "failed" and bound_name == "exact" and plan.backend == "cudnn" and not planted.compute:
                 _rejudge_inexact_plan(result, ours, ref, inputs, options.get("heuristics"), where)
+            if result.status == "failed" and spec.diagnose != 0:
+                stages.enter("diagnose")
+                _diagnose(result, ours, ref, inputs, spec.diagnose, time.perf_counter() - start)
+                if hint and result.diagnosis is not None and result.message == hint:
+                    result.message = ""  # the guess "a fast algorithm?" gives way to the causes tested
             if plant is not None and result.status != "failed":
                 # a plant the check did not catch: a miss, unless the bug cannot change these inputs' answer
                 _refuse_invisible_plant(plant, problem, inputs, bound_name)
@@ -620,12 +503,21 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     except Exception as e:  # a failure inside a backend is a result, not a crash
         result.status, result.message = "error", f"{type(e).__name__}: {e}"
     result.time_s = time.perf_counter() - start
-    result.versions = versions()
-    if backends.is_user_function(plan.backend):  # the function's file hash: a changed function is another version
-        from .backends.user_function import versions as function_version
-
-        result.versions.update(function_version(plan.backend))
+    result.versions = versions(implementation=plan.under_test)  # your function's file hash besides
     return result
+
+
+def _diagnose(result: CheckResult, ours, ref, inputs: ConvInputs, budget_s: float | None, check_s: float) -> None:
+    """A failed check's diagnosis (:mod:`convcheck.check.diagnose`), kept in the result. A diagnosis that
+    cannot run says so in the result; it never changes the verdict."""
+    from .diagnose import diagnose
+
+    try:
+        result.diagnosis = diagnose(result, ours, ref, inputs, budget_s, check_s)
+    except ConvCheckError:
+        raise
+    except Exception as e:  # the verdict stands; what stopped the diagnosis is said
+        result.diagnosis_error = f"{type(e).__name__}: {e}"
 
 
 def _rejudge_inexact_plan(result: CheckResult, ours, ref, inputs: ConvInputs, heuristics, where: str) -> None:
@@ -656,32 +548,35 @@ STORED_REFERENCES = ("torch64", "torch")
 
 def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementation: str, reference: str,
                 device: str, bound: str | None = None, level: str | None = None, contract: str | None = None,
-                algorithm: str | None = None, ref=None) -> CheckResult:
+                algorithm: str | None = None, ref=None, diagnose: float | None = 0) -> CheckResult:
     """Given data judged: the caller's inputs and an answer computed elsewhere (``implementation``
     "yours": an assert's; "stored": the lesson's stored output), against ``reference`` recomputed on
     ``device``. The one path given data takes to a verdict, the same stages as :func:`run_spec`'s
     after its run under test: the bound from :func:`convcheck.check.judging.bound_for` (the direct, staged,
     rigorous or probable, or a declared fast algorithm's), the magnitudes, :func:`judge`. ``ref``: the
-    reference's answer where the caller computed it already (an assert: float64 of your inputs as given)."""
+    reference's answer where the caller computed it already (an assert: float64 of your inputs as given).
+    ``diagnose``: a failure's diagnosis budget in seconds, as :class:`~convcheck.check.spec.CheckSpec`'s
+    (0, the default here: none; None: scaled to the check)."""
     from .environment import versions
-    from .judging import bound_for
     from .spec import CheckSpec
 
     inputs = replace(inputs, kind="given")
     spec = CheckSpec(problem=problem, backend=implementation, reference=reference, device=device, bound=bound,
                      level=level, contract=contract, algorithm=algorithm)
-    plan = Plan(backend=implementation, backend_device=device, reference=reference, reference_device=device)
-    backends.require(reference, device)
-    bnd, bound_name = bound_for(spec, implementation, reference, (device, device), "given")
+    plan = Plan(backend=implementation, backend_device=device, reference=reference, reference_device=device,
+                reference_backend=backends.require(reference, device))
+    how = for_check(spec, plan, "given", room=False)  # the caller's arrays are already in memory
+    bnd, bound_name = how.bound, how.name
     result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given",
-                         level=spec.effective_level("given"), contract=spec.effective_contract(),
-                         algorithm=spec.declared.text if spec.declared else None)
+                         level=how.level, contract=how.contract, algorithm=how.declared.text if how.declared else None)
     start = time.perf_counter()
     with device_scope(plan):
         if ref is None:
             ref, result.reference_info = run_reference(plan, problem, inputs)
         mags = magnitudes_for(bnd, problem, inputs, compare_device(plan), reference=ref)
         judge(result, answer, ref, bnd, mags, compare_device(plan), inputs=inputs)
+        if result.status == "failed" and diagnose != 0:
+            _diagnose(result, answer, ref, inputs, diagnose, time.perf_counter() - start)
     result.outputs, result.magnitudes = (answer, ref, inputs), mags
     result.time_s = time.perf_counter() - start
     result.versions = versions()
@@ -690,7 +585,7 @@ def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementat
 
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,
                         bound: str | None = None, reference: str | None = None, level: str | None = None,
-                        contract: str | None = None) -> CheckResult:
+                        contract: str | None = None, diagnose: float | None = None) -> CheckResult:
     """The lesson's half: stored inputs and output, recomputed with torch.
 
     The stored data are the caller's (given data), so the default verdict is the
@@ -699,7 +594,8 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     fp32 summation gives on this data); ``bound="lesson"`` applies the lesson's rule exactly instead. ``reference``: ``torch64``
     (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
     default under the lesson's rule). ``contract``: what the stored output may have computed in
-    fp16/bf16, "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`)."""
+    fp16/bf16, "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`). ``diagnose``: a failure's
+    diagnosis budget in seconds (0: none; None: scaled to the check)."""
     if device is None:
         device = "cuda" if _cuda_usable() else "cpu"
     bound_name = resolve_bound(bound, problem, "given")
@@ -707,7 +603,8 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     if reference not in STORED_REFERENCES:
         raise BadInput(f"a stored output is recomputed by {' or '.join(STORED_REFERENCES)}, not {reference!r}", option="reference")
     result = judge_given(problem, ConvInputs(x=x, w=w, seed=-1, kind="given"), y_stored, implementation="stored",
-                         reference=reference, device=device, bound=bound_name, level=level, contract=contract)
+                         reference=reference, device=device, bound=bound_name, level=level, contract=contract,
+                         diagnose=diagnose)
     result.plan.backend_device = "cpu"
     result.outputs = result.magnitudes = None  # the caller holds the stored arrays
     return result

@@ -49,12 +49,8 @@ BUGS = {
 class Planted:
     problem: ConvProblem
     inputs: ConvInputs
-    post: Callable  # applied to the output (a torch tensor)
+    post: Optional[Callable] = None  # applied to the output (a torch tensor); None: the output as computed
     compute: Optional[Callable] = None  # replaces the implementation: (problem, inputs) -> array
-
-
-def _identity(y):
-    return y
 
 
 def applies(bug: str, problem: ConvProblem) -> str | None:
@@ -226,42 +222,42 @@ def _position_slices(problem: ConvProblem, inputs: ConvInputs, blocks: int):
 def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
     """What the implementation under test computes when ``bug`` is planted."""
     if bug is None:
-        return Planted(problem, inputs, _identity)
+        return Planted(problem, inputs)
     why_not = applies(bug, problem)
     if why_not:
         raise BadInput(f"{bug} does not change this problem: {why_not}", option="plant")
     if bug in ("tf32-inputs", "bf16-inputs"):
         rnd = dtypes.round_tf32 if bug == "tf32-inputs" else dtypes.round_bf16
         return Planted(problem, replace(inputs, **{k: rnd(getattr(inputs, k)) for k in ("x", "w", "dy", "bias")
-                                                   if getattr(inputs, k) is not None}), _identity)
+                                                   if getattr(inputs, k) is not None}))
     if bug in ("tf32-weights", "bf16-weights", "fp8-weights"):
         rnd = {"tf32-weights": dtypes.round_tf32, "bf16-weights": dtypes.round_bf16, "fp8-weights": dtypes.round_fp8}[bug]
         role = "dy" if problem.direction == "wgrad" else "w"  # the operand besides the one summed over
-        return Planted(problem, replace(inputs, **{role: rnd(getattr(inputs, role))}), _identity)
+        return Planted(problem, replace(inputs, **{role: rnd(getattr(inputs, role))}))
     if bug == "fp16-output":
         return Planted(problem, inputs, _fp16_output)
     if bug == "fp16-accumulation":
-        return Planted(problem, inputs, _identity, compute=fp16_accumulation)
+        return Planted(problem, inputs, compute=fp16_accumulation)
     if bug == "drop-channel":
         x = inputs.x.copy()
         x[:, 0] = 0.0
-        return Planted(problem, _with_inputs(inputs, x), _identity)
+        return Planted(problem, _with_inputs(inputs, x))
     if bug in _PROBLEM_BUGS:
-        return Planted(_PROBLEM_BUGS[bug](problem), inputs, _identity)
+        return Planted(_PROBLEM_BUGS[bug](problem), inputs)
     if bug == "group-mix":
         cg = problem.ic // problem.groups
-        return Planted(problem, _with_inputs(inputs, np.roll(inputs.x, -cg, axis=1)), _identity)
+        return Planted(problem, _with_inputs(inputs, np.roll(inputs.x, -cg, axis=1)))
     if bug == "nhwc-as-nchw":
         x = inputs.x
         order = (0, *range(2, x.ndim), 1)
         misread = np.ascontiguousarray(x.transpose(order)).reshape(x.shape)  # NHWC bytes, NCHW indexing
-        return Planted(problem, _with_inputs(inputs, misread), _identity)
+        return Planted(problem, _with_inputs(inputs, misread))
     if bug == "row-unwritten":
         return Planted(problem, inputs, _row_unwritten)
     if bug == "element":
         return Planted(problem, inputs, _scale_largest)
     if bug in winograd_plants.BUGS:
-        return Planted(problem, inputs, _identity, compute=lambda p, i: winograd_plants.compute(bug, p, i))
+        return Planted(problem, inputs, compute=lambda p, i: winograd_plants.compute(bug, p, i))
     raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")
 
 
@@ -286,7 +282,10 @@ def effect(bug: str, problem: ConvProblem, inputs: ConvInputs) -> float:
         wrong = np.asarray(planted.compute(planted.problem, planted.inputs), dtype=np.float64)
     else:
         wrong = compute(planted.problem, planted.inputs)
-    wrong = planted.post(torch.from_numpy(wrong)).to(torch.float64).numpy()
+    wrong = torch.from_numpy(wrong)
+    if planted.post is not None:
+        wrong = planted.post(wrong)
+    wrong = wrong.to(torch.float64).numpy()
     storage = dtypes.torch_dtype(problem.dtype)
     if storage in (torch.float16, torch.bfloat16) and bug != "element":  # the element plant is kept in float64
         correct = torch.from_numpy(correct).to(storage).to(torch.float64).numpy()

@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     l.add_argument("--contract", choices=CONTRACTS, default=DEFAULT_CONTRACT, help=CONTRACT_HELP)
     l.add_argument("--reference", choices=STORED_REFERENCES,
                    help="torch64 (default; float64, cuDNN disabled) or torch (the lesson's fp32 convolution; default with --bound lesson)")
+    diagnose = next(o for o in check_options() if o.name == "diagnose")  # the one option, as every check command has it
+    l.add_argument(diagnose.flag, dest=diagnose.name, **diagnose.argparse)
     l.add_argument("--json", action="store_true")
     l.add_argument("--evidence", metavar="FILE")
     l.add_argument("--repro", metavar="FILE",
@@ -347,7 +349,7 @@ def cmd_lesson(args) -> int:
     files = read_lesson(args.directory)
     result = check_stored_output(files.problem, files.x, files.w, files.y, device=args.device, bound=args.bound,
                                  reference=args.reference, level=args.level,
-                                 contract=args.contract)
+                                 contract=args.contract, diagnose=args.diagnose)
     code = _emit(result, args.json, args.evidence)
     if args.repro:
         from ..check.fill import ConvInputs

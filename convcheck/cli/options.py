@@ -126,6 +126,7 @@ def _options() -> tuple[Option, ...]:
     from ..check.plant import BUGS
     from ..problem.descriptor import ACTIVATIONS, DIRECTIONS, DTYPES
     from ..numerics.rounding import CONTRACTS
+    from ..check.diagnose import BUDGET_PER_CHECK, MIN_BUDGET_S
 
     all_engines_why = {
         "hunt": "a hunt shrinks the failure of one plan; pin a plan with --engine NAME",
@@ -194,6 +195,9 @@ def _options() -> tuple[Option, ...]:
         Option("timeout", "limit", {"type": seconds, "metavar": "SECONDS", **_help(
             "seconds a check may run before its worker is killed and it is recorded as timeout "
             "(0: no limit; default: 60 s plus the problem's size at a pessimistic rate)")}),
+        Option("diagnose", "limit", {"type": seconds, "metavar": "SECONDS", **_help(
+            "seconds a failed check may spend testing which known arithmetic explains its output "
+            f"(0: no diagnosis; default: {BUDGET_PER_CHECK:.0f}x the check's own time, at least {MIN_BUDGET_S:.0f} s)")}),
     )
 
 

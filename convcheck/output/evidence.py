@@ -174,9 +174,21 @@ def report_text(result: CheckResult) -> str:
             lines.append(f"FAILED: {c.outside} of {c.total} outputs outside tolerance")
         if result.message and c.level is None:
             lines.append(f"why       {result.message}")
+        lines += _cause_lines(result)
     else:
         lines.append(f"PASSED: all {c.total} outputs inside tolerance")
     return "\n".join(lines)
+
+
+def _cause_lines(result: CheckResult) -> list[str]:
+    """Which known arithmetic explains the failure (convcheck.check.diagnose), where a diagnosis ran."""
+    from ..check.diagnose import lines_of
+
+    d = result.record().get("diagnosis")
+    if not d:
+        return []
+    first, *rest = lines_of(d)
+    return [f"cause     {first}"] + [f"          {line}" for line in rest]
 
 
 def record_json(result: CheckResult) -> str:

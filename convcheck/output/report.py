@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..check.diagnose import cause_of, lines_of
 from ..check.compare import error_ratio_map
 from ..base.errors import BadInput
 from ..campaign.records import problem_from_record, read_records, record_label, severity
@@ -54,7 +55,7 @@ document.addEventListener('DOMContentLoaded',()=>{
 """
 
 COLUMNS = ("#", "status", "problem", "dtype", "layout", "direction", "fuse", "bound", "backend", "reference",
-           "max|diff|", "err/bound", "outside", "time s", "message")
+           "max|diff|", "err/bound", "outside", "time s", "cause", "message")
 
 
 def _png(fig) -> str:
@@ -172,6 +173,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
                 _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
                 _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
+                _cell(cause_of(r) if r.get("status") == "failed" else None),
                 _cell(r.get("message") or None)]) + "</tr>")  # the whole reason
     ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
     cases = []
@@ -182,6 +184,8 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
         except Exception as e:  # a record that cannot be re-run here (e.g. cuDNN without a GPU)
             pngs, remark = [], f"no picture: {type(e).__name__}: {e}"
         imgs = "".join(f"<img alt='error picture' src='{p}'>" for p in pngs)
+        if r.get("status") == "failed" and r.get("diagnosis"):
+            remark = "; ".join(["cause: " + lines_of(r["diagnosis"])[0]] + lines_of(r["diagnosis"])[1:] + [remark])
         cases.append(f"<div class='case' id='case{i + 1}'><h3>#{i + 1} {html.escape(str(r.get('status')))}: "
                      f"{html.escape(record_label(r))} {html.escape(str(r.get('dtype')))}</h3>"
                      f"<p>{html.escape(remark)}</p>{imgs}</div>")

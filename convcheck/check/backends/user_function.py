@@ -62,6 +62,10 @@ class UserFunction:
     def unavailable_reason(self, device: str) -> str | None:
         return torch_conv.unavailable_reason(device)
 
+    def own_versions(self) -> dict:
+        """What a record's versions say about the function: its name and the hash of its file."""
+        return {"user_function": f"{self.name} sha256:{self.sha256[:16]}"}
+
     def run(self, problem: ConvProblem, inputs, device: str = "cpu"):
         """Returns (your output, info dict). Your mistakes are BadInput naming the problem."""
         storage = dtypes.torch_dtype(problem.dtype)
@@ -277,6 +281,5 @@ def receive(functions: dict) -> None:
 
 def versions(name: str) -> dict:
     """What a record's versions say about the function: its name and the hash of its file."""
-    b = load(name)
-    return {"user_function": f"{b.name} sha256:{b.sha256[:16]}"}
+    return load(name).own_versions()
 

@@ -1,0 +1,311 @@
+"""Wrong convolutions with known causes, written apart from convcheck's plants, for
+benchmarks/diagnosis_accuracy.py: each computes one wrong arithmetic the diagnosis must name.
+
+Each is a forward function ``f(x, w, bias)`` in float32 (the wrong arithmetic, or the right one on
+operands made wrong first), and :func:`function` turns it into a function with torch's signature
+for a direction (``torch.nn.functional.conv2d``, ``torch.nn.grad.conv2d_input``,
+``torch.nn.grad.conv2d_weight``; any number of spatial axes): the backward directions are the
+forward's gradients, by torch's autograd. What the diagnosis must say of each is ``WRONG[name]``:
+the families that name it right (and the type or operands where the family says them).
+
+    python benchmarks/diagnosis_accuracy.py        # runs every one of them as a user function
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+#: The operands each direction's function is handed (besides sizes), in the order they come.
+OPERANDS = {"fprop": ("x", "w"), "dgrad": ("w", "dy"), "wgrad": ("x", "dy")}
+
+
+def _conv(x, w, bias, stride, padding, dilation, groups):
+    nd = x.dim() - 2
+    return torch.ops.aten.convolution(x, w, bias, list(stride), list(padding), list(dilation), False, [0] * nd, groups)
+
+
+def _tuple(v, nd):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nd
+
+
+def _tf32(t):
+    bits = t.float().contiguous().view(torch.int32)
+    return ((bits + 0x0FFF + ((bits >> 13) & 1)) & -0x2000).view(torch.float32)
+
+
+ROUND = {"tf32": _tf32, "bf16": lambda t: t.to(torch.bfloat16).float(), "fp16": lambda t: t.to(torch.float16).float()}
+
+
+@dataclass
+class Wrong:
+    """One wrong arithmetic: how it changes the operands, the forward, or the result."""
+
+    expect: dict                      # what the diagnosis must say: {"family": ..., and the detail it names}
+    directions: tuple = ("fprop", "dgrad", "wgrad")
+    operands: Callable | None = None  # (direction, {name: tensor}, geometry) -> changed operands
+    forward: Callable | None = None   # (x, w, bias, stride, padding, dilation, groups) -> y, the wrong forward
+    result: Callable | None = None    # (direction, result) -> changed result
+    applies: Callable = field(default=lambda direction, problem: True)
+
+
+def _round_operands(kind, which=("all",)):
+    def change(direction, ops, geom):
+        names = OPERANDS[direction] if which == ("all",) else which[direction]
+        return {k: (ROUND[kind](v) if k in names else v) for k, v in ops.items()}
+    return change
+
+
+def _second(direction):  # the operand besides the one whose channels are summed over: w (fprop, dgrad), dy (wgrad)
+    return ("dy",) if direction == "wgrad" else ("w",)
+
+
+def _activation_operand(direction):  # the activation-shaped tensor each direction reads
+    return "dy" if direction == "dgrad" else "x"
+
+
+def _drop_last_channel(direction, ops, geom):
+    name = _activation_operand(direction)
+    t = ops[name].clone()
+    t[:, -1] = 0
+    return {**ops, name: t}
+
+
+def _nhwc_misread(direction, ops, geom):
+    name = _activation_operand(direction)
+    t = ops[name]
+    order = (0, *range(2, t.dim()), 1)
+    return {**ops, name: t.permute(order).contiguous().reshape(t.shape)}
+
+
+def _groups_mixed(direction, ops, geom):
+    name = _activation_operand(direction)
+    per = ops[name].shape[1] // geom["groups"]
+    return {**ops, name: torch.roll(ops[name], -per, dims=1)}
+
+
+def _flipped(x, w, bias, stride, padding, dilation, groups):
+    return _conv(x, w.flip(dims=tuple(range(2, w.dim()))), bias, stride, padding, dilation, groups)
+
+
+def _transposed(x, w, bias, stride, padding, dilation, groups):
+    return _conv(x, w.transpose(-1, -2), bias, stride, padding, dilation, groups)
+
+
+def _padding_shifted(x, w, bias, stride, padding, dilation, groups):
+    """One more row of padding at the front of the last axis, one fewer at its back."""
+    pads = []
+    for a, p in reversed(list(enumerate(padding))):
+        pads += [p + 1, p - 1] if a == len(padding) - 1 else [p, p]
+    return _conv(torch.nn.functional.pad(x, pads), w, bias, stride, [0] * len(padding), dilation, groups)
+
+
+def _dilation_wrong(x, w, bias, stride, padding, dilation, groups):
+    """The last axis's dilation one larger, the back padding grown to keep the output's size."""
+    k = w.shape[-1]
+    dil = list(dilation)
+    dil[-1] += 1
+    pads = []
+    for a, p in reversed(list(enumerate(padding))):
+        pads += [p, p + (k - 1)] if a == len(padding) - 1 else [p, p]
+    return _conv(torch.nn.functional.pad(x, pads), w, bias, stride, [0] * len(padding), dil, groups)
+
+
+def _bias_twice(x, w, bias, stride, padding, dilation, groups):
+    return _conv(x, w, None if bias is None else 2 * bias, stride, padding, dilation, groups)
+
+
+def _relu(direction, y):
+    return torch.relu(y)
+
+
+def _fp16_store(direction, y):
+    return y.to(torch.float16).float()
+
+
+def _row_unwritten(direction, y):
+    y = y.clone()
+    y[0, :, -1] = 0  # image 0 (dw: output channel 0), the last row of the first spatial axis, every channel
+    return y
+
+
+def _noise(direction, y):
+    """1% of the outputs (at least one) off by 1%: no known arithmetic."""
+    flat = y.clone().reshape(-1)
+    rng = np.random.default_rng(flat.numel())
+    hit = torch.from_numpy(rng.choice(flat.numel(), size=max(1, flat.numel() // 100), replace=False))
+    flat[hit] = flat[hit] * 1.01 + 0.01 * flat.abs().max()
+    return flat.reshape(y.shape)
+
+
+#: The running sum kept in bf16 between blocks of this many of the reduced axis.
+BLOCK = {"fprop": 8, "dgrad": 8, "wgrad": 2}
+
+
+def _winograd(x, w, bias, stride, padding, dilation, groups):
+    from convcheck import winograd
+    from convcheck.problem import ConvProblem
+
+    p = ConvProblem(mb=x.shape[0], ic=x.shape[1], oc=w.shape[0], input=tuple(x.shape[2:]), kernel=tuple(w.shape[2:]),
+                    pad_pre=tuple(padding), pad_post=tuple(padding), groups=groups, direction="fprop")
+    y = winograd.conv(p, x.float(), w.float(), None, winograd.published(4, 3, "lavin"))
+    y = torch.as_tensor(y, dtype=torch.float32)
+    return y if bias is None else y + bias.reshape(1, -1, *([1] * (y.dim() - 2)))
+
+
+def _plain(problem):
+    return not problem.fuse
+
+
+WRONG = {
+    "tf32_inputs": Wrong({"family": "rounding", "type": "tf32", "operands": "both"},
+                         operands=_round_operands("tf32"), applies=lambda d, p: p.dtype == "fp32"),
+    "fp16_inputs": Wrong({"family": "rounding", "type": "fp16", "operands": "both"},
+                         operands=_round_operands("fp16"), applies=lambda d, p: p.dtype == "fp32"),
+    "bf16_inputs": Wrong({"family": "rounding", "type": "bf16", "operands": "both"}, operands=_round_operands("bf16")),
+    "bf16_weights": Wrong({"family": "rounding", "type": "bf16", "operands": "second"},
+                          operands=lambda d, ops, g: _round_operands("bf16", {d: _second(d)})(d, ops, g)),
+    "flipped": Wrong({"family": "orientation", "what": "flipped"}, forward=_flipped,
+                     applies=lambda d, p: any(k > 1 for k in p.kernel)),
+    "transposed": Wrong({"family": "orientation", "what": "swapped"}, directions=("fprop", "dgrad"),
+                        forward=_transposed,
+                        applies=lambda d, p: p.ndim >= 2 and p.kernel[-1] == p.kernel[-2] > 1),
+    "padding_shifted": Wrong({"family": "padding"}, forward=_padding_shifted),
+    "dilation_wrong": Wrong({"family": "geometry", "what": "dilation"}, forward=_dilation_wrong,
+                            applies=lambda d, p: p.kernel[-1] > 1),
+    "fp16_output": Wrong({"family": "output", "type": "fp16"}, result=_fp16_store,
+                         applies=lambda d, p: p.dtype != "fp16"),
+    "last_channel_dropped": Wrong({"family": "dropped", "what": "last channel"}, operands=_drop_last_channel,
+                                  applies=lambda d, p: (p.oc if d == "dgrad" else p.ic) > 1),
+    "bias_twice": Wrong({"family": "bias", "what": "twice"}, directions=("fprop",), forward=_bias_twice,
+                        applies=lambda d, p: "bias" in p.fuse),
+    "bf16_running_sum": Wrong({"family": "accumulation", "type": "bf16"}, applies=lambda d, p: _plain(p)),
+    "nhwc_misread": Wrong({"family": "layout"}, operands=_nhwc_misread),
+    "groups_mixed": Wrong({"family": "groups"}, operands=_groups_mixed, applies=lambda d, p: p.groups > 1),
+    "row_unwritten": Wrong({"family": "dropped", "what": "never written"}, result=_row_unwritten,
+                           applies=lambda d, p: (p.kernel if d == "wgrad" else p.output)[0] > 1),
+    "relu_applied": Wrong({"family": "activation"}, directions=("fprop",), result=_relu, applies=lambda d, p: _plain(p)),
+    "winograd_f4": Wrong({"family": "algorithm"}, directions=("fprop",), forward=_winograd,
+                         applies=lambda d, p: (p.dtype == "fp32" and p.ndim == 2 and p.kernel == (3, 3) and p.groups == 1
+                                               and p.stride == (1, 1) and p.dilation == (1, 1) and p.mode == "xcorr"
+                                               and p.pad_pre == p.pad_post)),
+    "noise": Wrong({"family": None}, result=_noise),
+}
+
+
+def _running_sum(direction, ops, geom, forward_fn):
+    """The direction's result with its reduction split in blocks, the running sum rounded to bf16
+    after each: fprop over input channels (per group), dgrad over output channels, wgrad over images."""
+    block = BLOCK[direction]
+    if direction == "wgrad":
+        total = ops["x"].shape[0]
+        masks = [("x", slice(s, s + block), 0) for s in range(0, total, block)]
+    else:
+        name = "x" if direction == "fprop" else "dy"
+        per = ops[name].shape[1] // geom["groups"]
+        masks = [(name, s, 1) for s in range(0, per, block)]
+    acc = None
+    for name, start, axis in masks:
+        part_ops = dict(ops)
+        t = ops[name]
+        keep = torch.zeros_like(t)
+        if axis == 0:
+            keep[start] = 1
+        else:
+            per = t.shape[1] // geom["groups"]
+            idx = torch.tensor([g * per + c for g in range(geom["groups"]) for c in range(start, min(start + block, per))])
+            keep[:, idx] = 1
+        part_ops[name] = t * keep  # wgrad: image by image of x alone (dw sums x_n times dy_n over the images n)
+        part = forward_fn(part_ops)
+        acc = part if acc is None else acc + part
+        acc = acc.to(torch.bfloat16).float()
+    return acc
+
+
+def function(name: str, direction: str) -> Callable:
+    """The wrong function ``name`` with torch's signature for ``direction``."""
+    wrong = WRONG[name]
+    forward = wrong.forward or _conv
+
+    def direction_result(ops, size, geom):
+        """The direction's result from the (float32) operands, by autograd of the forward."""
+        stride, padding, dilation, groups = geom["stride"], geom["padding"], geom["dilation"], geom["groups"]
+        if direction == "fprop":
+            return forward(ops["x"], ops["w"], ops.get("bias"), stride, padding, dilation, groups)
+        with torch.enable_grad():
+            if direction == "dgrad":
+                x = torch.zeros(size, dtype=torch.float32, requires_grad=True)
+                forward(x, ops["w"], None, stride, padding, dilation, groups).backward(ops["dy"])
+                return x.grad
+            w = torch.zeros(size, dtype=torch.float32, requires_grad=True)
+            forward(ops["x"], w, None, stride, padding, dilation, groups).backward(ops["dy"])
+            return w.grad
+
+    def call(first, second, third, stride=1, padding=0, dilation=1, groups=1):
+        if direction == "fprop":
+            ops, size, out_dtype = {"x": first, "w": second, "bias": third}, None, first.dtype
+        elif direction == "dgrad":
+            ops, size, out_dtype = {"w": second, "dy": third}, tuple(first), second.dtype
+        else:
+            ops, size, out_dtype = {"x": first, "dy": third}, tuple(second), first.dtype
+        nd = (ops.get("x") if ops.get("x") is not None else ops["dy"]).dim() - 2
+        geom = {"stride": _tuple(stride, nd), "padding": _tuple(padding, nd), "dilation": _tuple(dilation, nd),
+                "groups": groups}
+        ops = {k: (None if v is None else v.detach().float()) for k, v in ops.items()}
+        if wrong.operands is not None:
+            ops = wrong.operands(direction, ops, geom)
+        if name == "bf16_running_sum":
+            y = _running_sum(direction, ops, geom, lambda o: direction_result(o, size, geom))
+        else:
+            y = direction_result(ops, size, geom)
+        if wrong.result is not None:
+            y = wrong.result(direction, y)
+        return y.detach().to(out_dtype)
+
+    call.__name__ = call.__qualname__ = f"{name}_{direction}"
+    return call
+
+
+def functions() -> dict:
+    """{(name, direction): function} for every wrong arithmetic and the directions it has."""
+    return {(n, d): function(n, d) for n, w in WRONG.items() for d in w.directions}
+
+
+def right(expect: dict, explanation: dict | None, problem) -> bool:
+    """Whether ``explanation`` (a Diagnosis explanation's as_dict, or None) names the cause ``expect``
+    describes. An accumulation whose blocks cover the whole reduction is one rounding of the output."""
+    family = expect["family"]
+    if explanation is None:
+        return family is None
+    if family is None or explanation["family"] not in _families(expect, problem):
+        return False
+    detail = explanation.get("detail", {})
+    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation"):
+        if expect["type"] not in (detail.get("types") or [detail.get("type")]):
+            return False
+    if expect.get("operands"):  # an operand its values leave unchanged may be named or not
+        names = set(detail.get("operands", [])) | set(detail.get("unchanged", []))
+        want = set(OPERANDS_OF[problem.direction]) if expect["operands"] == "both" else {_second(problem.direction)[0]}
+        if names != want:
+            return False
+    if "what" in expect and explanation["family"] == expect["family"] and expect["what"] not in explanation["cause"]:
+        return False
+    return True
+
+
+#: The two operands each direction sums the products of (the catalogue's names).
+OPERANDS_OF = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("x", "dy")}
+
+
+def _families(expect, problem) -> set:
+    families = {expect["family"]}
+    if expect["family"] == "accumulation":
+        total = {"fprop": problem.ic // problem.groups, "dgrad": problem.oc // problem.groups, "wgrad": problem.mb}
+        if total[problem.direction] <= BLOCK[problem.direction]:
+            families.add("output")  # one block: the running sum is rounded once, at the end
+    return families
+
+

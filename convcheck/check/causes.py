@@ -1,0 +1,549 @@
+"""The catalogue of wrong arithmetic a failed check is tested against (:mod:`convcheck.check.diagnose`).
+
+Each :class:`Cause` is one hypothesis about what the implementation under test computed instead
+of the problem: the planted bugs of :mod:`convcheck.check.plant`, turned around. A cause is a
+changed problem (padding, stride, dilation, mode, fusion), changed inputs (an operand rounded to a
+narrower type, a layout misread, a channel dropped) and, where the change is to what is handed
+back, a change to the answer (an fp16 store, an activation); accumulation in a narrow type is
+its own computation. :func:`candidates` yields the causes that mean something for a problem and
+its inputs: a rounding that leaves an operand unchanged, or a geometry the problem cannot take,
+is no hypothesis.
+
+The families (``FAMILIES``) and the sentence each says to the user are here; how a cause is
+tested, and what explains a failure, is :mod:`convcheck.check.diagnose`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..base import dtypes
+from ..base.errors import BadInput
+from ..problem.descriptor import ACTIVATIONS, ConvProblem
+
+#: The families, in the order a report lists them, and what each tells the user to look at.
+FAMILIES = {
+    "rounding": "an operand rounded to a narrower type: {typical}",
+    "output": "the output stored in a narrower type: a half-precision output tensor, a cast of the result, "
+              "or an epilogue that writes the narrow type",
+    "accumulation": "the running sum kept in a narrow type: a reduced-precision reduction (cuDNN's "
+                    "REDUCED_PRECISION_REDUCTION, a split-K kernel with a half-precision workspace), or a sum "
+                    "your code keeps in the tensor's type",
+    "orientation": "the kernel read the other way round: a flipped kernel (convolution against cross-correlation) "
+                   "or its height and width swapped",
+    "padding": "the padding off by one: the windows start a row or column away from where the problem puts them",
+    "geometry": "a stride or dilation wrong on one axis: an argument given for the wrong axis, or a default left in",
+    "layout": "a tensor read in another memory layout: NHWC data read as NCHW (or the reverse), HWIO/OHWI weights "
+              "read as OIHW: check the strides or the format handed to the library",
+    "groups": "grouped channels mixed: each group reads its neighbour's channels (an offset by one group)",
+    "dropped": "part of the computation missing: a channel never read, or outputs never written "
+               "(a loop bound, a grid too small, a tail left out)",
+    "bias": "the bias wrong: missing, added twice, or broadcast along another axis",
+    "activation": "the activation applied where the problem has none, or left out where it has one",
+    "algorithm": "a fast algorithm (Winograd, FFT): transformed arithmetic, correct within its own error bound; "
+                 "declare it (--algorithm) and the check judges it by that bound",
+    "padding values": "the outputs that read padding are the wrong ones, every other output matches: the padding's "
+                      "values or extent (a padding not zero, a border handled apart)",
+}
+
+#: Where rounding to each type typically comes from (the rounding family's sentence).
+TYPICAL_ROUNDING = {
+    "tf32": "TF32 math mode (torch.backends.cuda.matmul/cudnn.allow_tf32, NVIDIA_TF32_OVERRIDE, cuDNN's "
+            "CUDNN_DEFAULT_MATH on Ampere and newer, a framework's default convolution precision)",
+    "bf16": "a runtime's bf16 inference precision (OpenVINO INFERENCE_PRECISION_HINT), oneDNN's fpmath mode "
+            "(ONEDNN_DEFAULT_FPMATH_MODE), autocast or allow_bf16 switches, or a cast in your code",
+    "fp16": "autocast or half-precision switches (allow_fp16_reduced_precision), an fp16 copy of a tensor, "
+            "or a cast in your code",
+    "fp8 e4m3": "an fp8 (e4m3) quantisation of the tensor: a scaled-fp8 path, a quantised checkpoint",
+    "fp8 e5m2": "an fp8 (e5m2) quantisation of the tensor: a scaled-fp8 path, gradients kept in e5m2",
+}
+
+#: The operands each direction reads (the two whose products are summed).
+OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("x", "dy")}
+OPERAND_NAMES = {"x": "the input x", "w": "the weights w", "dy": "the output gradient dy"}
+
+
+def _round_e5m2(a: np.ndarray) -> np.ndarray:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).to(torch.float8_e5m2).to(torch.float32).numpy()
+
+
+#: The narrower types an operand may have been rounded to: (name, rounding of float32 values).
+ROUNDINGS = (("tf32", dtypes.round_tf32), ("bf16", dtypes.round_bf16), ("fp16", dtypes.round_fp16),
+             ("fp8 e4m3", dtypes.round_fp8), ("fp8 e5m2", _round_e5m2))
+
+#: Narrow types a running sum or an output may be kept in: (name, unit roundoff, torch dtype name).
+NARROW = (("fp16", 2.0 ** -11, "float16"), ("bf16", 2.0 ** -8, "bfloat16"))
+
+#: Blocks of a reduction at most, in the accumulation family's search: block sizes are powers of two
+#: (as kernels split a reduction) with at most this many blocks; each costs two convolutions of a block.
+MAX_BLOCKS = 128
+
+
+@dataclass
+class Cause:
+    """One hypothesis: what the implementation computed instead (see the module's docstring)."""
+
+    family: str
+    what: str                       # one line: "the input x and the weights w rounded to bf16"
+    problem: ConvProblem            # the problem it computes
+    inputs: Any                     # the inputs it reads (ConvInputs, NumPy)
+    post: Callable | None = None    # applied to its float64 answer (a torch tensor)
+    #: a rounding after the sum (an output stored in fp16): the torch dtype its answer is rounded to.
+    #: Rounding is monotone, so where the check's sum lies within ``allowed`` of the float64 one, the
+    #: implementation's output lies in [rnd(answer - allowed), rnd(answer + allowed)]: that interval is
+    #: its tolerance (one flip of the rounding where the two sums straddle a rounding point, none elsewhere)
+    rounded_to: str | None = None
+    #: computes the interval the implementation's output must lie in itself, from (run, problem, inputs),
+    #: where a change to the problem cannot say it (a narrow running sum): returns (lo, hi) tensors
+    compute: Callable | None = None
+    algorithm: Any = None           # a fast algorithm: its answer is the reference's, judged by its bound
+    detail: dict = field(default_factory=dict)
+
+    @property
+    def advice(self) -> str:
+        said = FAMILIES[self.family]
+        types = self.detail.get("types") or [self.detail.get("type", "")]
+        typical = "; ".join(TYPICAL_ROUNDING[t] for t in types if t in TYPICAL_ROUNDING) or "a cast in your code"
+        return said.format(typical=typical)
+
+
+def candidates(problem: ConvProblem, inputs, ours=None, ref=None) -> Iterator[Cause]:
+    """The causes that mean something for ``problem`` and its ``inputs`` (NumPy, the checked values),
+    family by family; ``ours`` and ``ref`` (float64 torch tensors) let the dropped family name the
+    outputs left unwritten."""
+    for family in _FAMILY_MAKERS:
+        yield from family(problem, inputs, ours, ref)
+
+
+def _changed(a, b) -> bool:
+    return a is not None and b is not None and not np.array_equal(a, b, equal_nan=True)
+
+
+def _rounding(problem, inputs, ours, ref):
+    """Each operand, and both, rounded to each narrower type. Types that round these values alike
+    (TF32 and fp16 agree on every value in fp16's normal range) are one cause naming both: no answer
+    can tell them apart."""
+    roles = OPERANDS[problem.direction]
+    rounded = {name: {r: rnd(getattr(inputs, r)) for r in roles} for name, rnd in ROUNDINGS}
+    sets = [(r,) for r in roles] + [tuple(roles)]
+    for subset in sets:
+        alike: list[list[str]] = []
+        for name, _ in ROUNDINGS:
+            if not all(_changed(rounded[name][r], getattr(inputs, r)) for r in subset):
+                continue
+            same = next((group for group in alike if all(np.array_equal(rounded[group[0]][r], rounded[name][r], equal_nan=True)
+                                                         for r in subset)), None)
+            if same is None:
+                alike.append([name])
+            else:
+                same.append(name)
+        for group in alike:
+            # an operand these values leave unchanged may have been rounded too: no answer can tell
+            unchanged = [r for r in roles if r not in subset
+                         and all(not _changed(rounded[t][r], getattr(inputs, r)) for t in group)]
+            what = " and ".join(OPERAND_NAMES[r] for r in subset)
+            said = " or ".join(group) + (" (alike on these values)" if len(group) > 1 else "")
+            also = "".join(f" ({OPERAND_NAMES[r]} holds {' or '.join(group)} values already)" for r in unchanged)
+            yield Cause("rounding", f"{what} rounded to {said}{also}", problem,
+                        replace(inputs, **{r: rounded[group[0]][r] for r in subset}),
+                        detail={"type": group[0], "types": group, "operands": list(subset), "unchanged": unchanged})
+
+
+def round_to(y, torch_dtype: str):
+    """float64 tensor ``y`` rounded to ``torch_dtype`` (nearest even), as float64."""
+    import torch
+
+    return y.to(getattr(torch, torch_dtype)).to(torch.float64)
+
+
+def _output(problem, inputs, ours, ref):
+    storage = dtypes.get(problem.dtype).storage
+    for name, u, tname in NARROW:
+        if tname == storage:
+            continue
+        yield Cause("output", f"the output stored in {name}", problem, inputs, rounded_to=tname, detail={"type": name})
+
+
+def _reduced_axis(problem) -> tuple[str, int]:
+    """What a reduction is split along: fprop input channels per group, dgrad output channels per
+    group, wgrad images."""
+    if problem.direction == "fprop":
+        return "input channels", problem.ic // problem.groups
+    if problem.direction == "dgrad":
+        return "output channels", problem.oc // problem.groups
+    return "images", problem.mb
+
+
+def _block(problem, inputs, start: int, stop: int):
+    """The part of ``problem``'s sum over ``start:stop`` of its reduced axis: (problem, inputs)."""
+    g = problem.groups
+    if problem.direction == "wgrad":
+        return replace(problem, mb=stop - start), replace(inputs, x=inputs.x[start:stop], dy=inputs.dy[start:stop])
+    if problem.direction == "fprop":
+        cg = problem.ic // g
+        idx = np.concatenate([np.arange(gi * cg + start, gi * cg + stop) for gi in range(g)])
+        x = inputs.x[:, idx]
+        w = inputs.w[:, start:stop]
+        return replace(problem, ic=g * (stop - start), fuse=()), replace(inputs, x=x, w=w, bias=None)
+    kg = problem.oc // g
+    idx = np.concatenate([np.arange(gi * kg + start, gi * kg + stop) for gi in range(g)])
+    return replace(problem, oc=g * (stop - start)), replace(inputs, w=inputs.w[idx], dy=inputs.dy[:, idx])
+
+
+def _terms_per_output(problem, size: int) -> int:
+    """At most how many products one output's partial sum over ``size`` of the reduced axis adds."""
+    taps = int(np.prod(problem.kernel))
+    if problem.direction == "wgrad":
+        return size * int(np.prod(problem.output))
+    return size * taps
+
+
+def _accumulator(tname: str, size: int, blocks: Callable, shared: dict):
+    """The interval a running sum kept in ``tname`` between the blocks ``blocks(size)`` yields must end in.
+
+    Each block's partial sum is computed in fp32 (products of the checked values, summed in any order:
+    within gamma_n * sum|products| of the float64 one, n its terms); the running sum is rounded to
+    ``tname`` after each block. Rounding is monotone, so the interval [lo, hi] holding the
+    implementation's running sum goes to [rnd(lo + part - e), rnd(hi + part + e)] at each block, and
+    the final answer, stored in the check's type, lies in the last one. The blocks' partial sums are
+    computed once for every narrow type (``shared``: {size: {type: (lo, hi)}})."""
+    def compute(run, problem, inputs):
+        if size not in shared:
+            storage = dtypes.get(problem.dtype).storage
+            bounds = {t: [None, None] for _, _, t in NARROW}
+            for q, part_inputs, n in blocks(size):
+                part = run(q, part_inputs)
+                e = n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * run(q, _absolute(part_inputs))
+                for t, (lo, hi) in bounds.items():
+                    bounds[t] = [round_to(part - e if lo is None else lo + part - e, t),
+                                 round_to(part + e if hi is None else hi + part + e, t)]
+            shared.clear()  # one block size's intervals kept at a time: the memory of four outputs
+            shared[size] = {t: (round_to(lo, storage), round_to(hi, storage)) for t, (lo, hi) in bounds.items()}
+        return shared[size][tname]
+    return compute
+
+
+def _channel_blocks(problem, inputs, total: int):
+    """Blocks of the reduced axis (:func:`_reduced_axis`): (problem, inputs, terms per output) of each."""
+    def blocks(size):
+        for start in range(0, total, size):
+            stop = min(start + size, total)
+            q, part_inputs = _block(problem, inputs, start, stop)
+            yield q, part_inputs, _terms_per_output(problem, stop - start)
+    return blocks
+
+
+def _gemm_blocks(problem, inputs):
+    """Blocks of consecutive terms of fprop's (input channel, kernel position) reduction, in the order an
+    im2col GEMM flattens it (channel outermost): the other weights zeroed, so each block's convolution
+    sums exactly its terms."""
+    cg, taps = problem.ic // problem.groups, int(np.prod(problem.kernel))
+
+    def blocks(size):
+        flat = np.arange(cg * taps).reshape(cg, *problem.kernel)
+        for start in range(0, cg * taps, size):
+            keep = ((flat >= start) & (flat < start + size)).astype(inputs.w.dtype)
+            yield problem, replace(inputs, w=inputs.w * keep[None], bias=None), min(size, cg * taps - start)
+    return blocks
+
+
+def _absolute(inputs):
+    return replace(inputs, **{r: None if getattr(inputs, r) is None else np.abs(getattr(inputs, r))
+                              for r in ("x", "w", "dy")})
+
+
+#: The fewest terms per block of the GEMM-order search (kernels split K in tiles of 8 terms or more).
+MIN_GEMM_BLOCK = 8
+
+
+def _sizes(total: int, least: int = 1) -> list[int]:
+    """Powers of two from ``least`` below ``total`` that split it into at most MAX_BLOCKS blocks, largest first."""
+    return [1 << k for k in reversed(range(total.bit_length()))
+            if least <= (1 << k) < total and -(-total // (1 << k)) <= MAX_BLOCKS]
+
+
+def _accumulation(problem, inputs, ours, ref):
+    """The running sum kept in fp16 or bf16 between blocks: of channels (fprop, dgrad), of images (wgrad),
+    and in fprop of consecutive terms of the (channel, kernel position) reduction (an im2col GEMM's K)."""
+    if problem.fuse:
+        return  # the running sum of the plain convolution (an epilogue after it is its own stage)
+    axis, total = _reduced_axis(problem)
+    shared: dict = {}
+    for size in _sizes(total):  # the fewest blocks (the cheapest) first
+        for name, u, tname in NARROW:
+            yield Cause("accumulation", f"the running sum kept in {name} between blocks of {size} {axis}", problem,
+                        inputs, compute=_accumulator(tname, size, _channel_blocks(problem, inputs, total), shared),
+                        detail={"type": name, "block": size, "axis": axis})
+    taps = int(np.prod(problem.kernel))
+    if problem.direction != "fprop" or taps == 1:
+        return  # a 1x1 kernel's GEMM blocks are blocks of channels
+    k_total, gemm = (problem.ic // problem.groups) * taps, {}
+    for size in _sizes(k_total, MIN_GEMM_BLOCK):
+        if size % taps == 0 and (size // taps) & (size // taps - 1) == 0:
+            continue  # whole channels, a power of two of them: tested above
+        for name, u, tname in NARROW:
+            yield Cause("accumulation", f"the running sum kept in {name} every {size} terms of the (input channel, "
+                        "kernel position) reduction, as an im2col GEMM splits it", problem, inputs,
+                        compute=_accumulator(tname, size, _gemm_blocks(problem, inputs), gemm),
+                        detail={"type": name, "block": size, "axis": "terms"})
+
+
+def _orientation(problem, inputs, ours, ref):
+    if any(k > 1 for k in problem.kernel):
+        flipped = replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr")
+        yield Cause("orientation", "the kernel flipped (true convolution against cross-correlation)", flipped, inputs)
+    if problem.ndim >= 2 and problem.kernel[-1] * problem.kernel[-2] > 1 and problem.direction != "wgrad":
+        w = inputs.w
+        swapped = np.ascontiguousarray(np.swapaxes(w, -1, -2)).reshape(w.shape)
+        if _changed(swapped, w):
+            yield Cause("orientation", "the kernel's height and width swapped (read transposed)", problem,
+                        replace(inputs, w=swapped))
+
+
+def _axis_name(problem, a: int) -> str:
+    return ("d", "h", "w")[3 - problem.ndim + a] if problem.ndim <= 3 else str(a)
+
+
+def _same_output(problem, q) -> bool:
+    try:
+        return q.output == problem.output
+    except BadInput:
+        return False
+
+
+def _valid(make):
+    try:
+        return make()
+    except (BadInput, ValueError):
+        return None
+
+
+def _padding(problem, inputs, ours, ref):
+    seen = set()
+    for a in range(problem.ndim):
+        for pre, post, said in ((1, -1, "one later"), (-1, 1, "one earlier"), (0, 1, "one more at the back"),
+                                (0, -1, "one less at the back"), (1, 0, "one more at the front"),
+                                (-1, 0, "one less at the front")):
+            def make(a=a, pre=pre, post=post):
+                pp = list(problem.pad_pre)
+                pq = list(problem.pad_post)
+                pp[a] += pre
+                pq[a] += post
+                if pp[a] < 0:
+                    return None
+                return replace(problem, pad_pre=tuple(pp), pad_post=tuple(pq))
+            q = _valid(make)
+            if q is None or not _same_output(problem, q) or (q.pad_pre, q.pad_post) in seen:
+                continue
+            seen.add((q.pad_pre, q.pad_post))
+            axis = _axis_name(problem, a)
+            yield Cause("padding", f"the padding of axis {axis} off by one ({said})", q, inputs,
+                        detail={"axis": axis, "pre": pre, "post": post})
+
+
+def _keep_output(problem, q, a: int):
+    """``q`` with its back padding on axis ``a`` set so that its output size equals ``problem``'s."""
+    out = problem.output[a]
+    eff = (q.kernel[a] - 1) * q.dilation[a] + 1
+    post = (out - 1) * q.stride[a] + eff - q.input[a] - q.pad_pre[a]
+    pq = list(q.pad_post)
+    pq[a] = post
+    return replace(q, pad_post=tuple(pq))
+
+
+def _geometry(problem, inputs, ours, ref):
+    for a in range(problem.ndim):
+        axis = _axis_name(problem, a)
+        for name, values in (("stride", problem.stride), ("dilation", problem.dilation)):
+            if name == "dilation" and problem.kernel[a] == 1:
+                continue
+            for step in (1, -1):
+                v = values[a] + step
+                if v < 1:
+                    continue
+
+                def make(name=name, v=v, a=a):
+                    changed = list(getattr(problem, name))
+                    changed[a] = v
+                    return _keep_output(problem, replace(problem, **{name: tuple(changed)}), a)
+                q = _valid(make)
+                if q is None or not _same_output(problem, q):
+                    continue
+                yield Cause("geometry", f"the {name} of axis {axis} {v} instead of {values[a]} (output size kept)",
+                            q, inputs, detail={"axis": axis, name: v})
+
+
+def _channels_last_read_as_first(a):
+    """The memory of ``a`` in channels-last order read as channels-first (same shape)."""
+    order = (0, *range(2, a.ndim), 1)
+    return np.ascontiguousarray(np.transpose(a, order)).reshape(a.shape)
+
+
+def _channels_first_read_as_last(a):
+    n, c, spatial = a.shape[0], a.shape[1], a.shape[2:]
+    order = (0, a.ndim - 1, *range(1, a.ndim - 1))
+    return np.ascontiguousarray(np.transpose(np.ascontiguousarray(a).reshape(n, *spatial, c), order))
+
+
+def _weights_read_as_oihw(w, source: str):
+    """Weights whose memory is in ``source`` order (hwio, ohwi) read as OIHW (same shape)."""
+    nd = w.ndim - 2
+    order = (*range(2, 2 + nd), 1, 0) if source == "hwio" else (0, *range(2, 2 + nd), 1)
+    return np.ascontiguousarray(np.transpose(w, order)).reshape(w.shape)
+
+
+def _layout(problem, inputs, ours, ref):
+    roles = OPERANDS[problem.direction]
+    for role in roles:
+        a = getattr(inputs, role)
+        if role == "w":
+            if problem.direction == "wgrad":
+                continue
+            for source in ("hwio", "ohwi"):
+                misread = _weights_read_as_oihw(a, source)
+                if _changed(misread, a):
+                    yield Cause("layout", f"the weights' {source.upper()} memory read as OIHW", problem,
+                                replace(inputs, w=misread), detail={"operand": role, "from": source})
+            continue
+        for said, misread in (("NHWC memory read as NCHW", _channels_last_read_as_first(a)),
+                              ("NCHW memory read as NHWC", _channels_first_read_as_last(a))):
+            if _changed(misread, a):
+                yield Cause("layout", f"{OPERAND_NAMES[role]}'s {said}", problem, replace(inputs, **{role: misread}),
+                            detail={"operand": role})
+
+
+def _groups(problem, inputs, ours, ref):
+    if problem.groups == 1:
+        return
+    role = "dy" if problem.direction == "dgrad" else "x"
+    per = (problem.oc if role == "dy" else problem.ic) // problem.groups
+    a = getattr(inputs, role)
+    for shift, said in ((-per, "the next"), (per, "the previous")):
+        yield Cause("groups", f"each group reading {said} group's channels of {OPERAND_NAMES[role]}", problem,
+                    replace(inputs, **{role: np.roll(a, shift, axis=1)}), detail={"operand": role})
+
+
+def _dropped(problem, inputs, ours, ref):
+    role = "dy" if problem.direction == "dgrad" else "x"
+    a = getattr(inputs, role)
+    for c, said in ((0, "first"), (a.shape[1] - 1, "last")):
+        if a.shape[1] < 2 and said == "last":
+            continue
+        zeroed = a.copy()
+        zeroed[:, c] = 0
+        if _changed(zeroed, a):
+            yield Cause("dropped", f"the {said} channel of {OPERAND_NAMES[role]} never read (channel {c})", problem,
+                        replace(inputs, **{role: zeroed}), detail={"operand": role, "channel": c})
+    if ours is not None and ref is not None and ours.shape == ref.shape:
+        cause = _unwritten(problem, inputs, ours, ref)
+        if cause is not None:
+            yield cause
+
+
+def _unwritten(problem, inputs, ours, ref):
+    """Outputs left unwritten: where ours holds NaN (the check's poison) or zero while the answer does
+    not, if those form whole rows, columns, channels or images; described by the axes they span."""
+    import torch
+
+    missing = torch.isnan(ours) | ((ours == 0) & (ref != 0))
+    if not bool(missing.any()) or bool(missing.all()):
+        return None
+    names = ("image", "channel") + tuple(f"{_axis_name(problem, a)} index" for a in range(problem.ndim))
+    if problem.direction == "wgrad":
+        names = ("output channel", "input channel") + tuple(f"k{_axis_name(problem, a)}" for a in range(problem.ndim))
+    spans = []
+    box = missing
+    for d in range(missing.dim()):
+        others = tuple(i for i in range(missing.dim()) if i != d)
+        hit = missing.any(dim=others) if others else missing
+        spans.append(torch.nonzero(hit).reshape(-1).tolist())
+    # the missing set must be the whole box its axes span (rows, planes), else it is no unwritten tile
+    index = torch.zeros_like(missing)
+    index[np.ix_(*spans)] = True
+    if not bool(torch.equal(index, box)):
+        return None
+    parts = []
+    for name, span, size in zip(names, spans, missing.shape):
+        if len(span) == size:
+            continue
+        parts.append(f"{name} {_ranges(span)}")
+    where = ", ".join(parts) or "everywhere"
+    value = "NaN" if bool(torch.isnan(ours[missing]).all()) else "zero"
+    fill = ours[missing]
+
+    def post(y, missing=missing, fill=fill):
+        y = y.clone()
+        y[missing] = fill.to(y.dtype)
+        return y
+    return Cause("dropped", f"outputs never written ({where}: left {value})", problem, inputs, post=post,
+                 detail={"unwritten": int(missing.sum())})
+
+
+def _ranges(span: list[int]) -> str:
+    out, start = [], span[0]
+    for prev, cur in zip(span, span[1:] + [None]):
+        if cur != prev + 1:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = cur
+    return ",".join(out)
+
+
+def _bias(problem, inputs, ours, ref):
+    if problem.direction != "fprop":
+        return
+    if "bias" in problem.fuse:
+        yield Cause("bias", "the bias left out", replace(problem, fuse=tuple(f for f in problem.fuse if f != "bias")),
+                    replace(inputs, bias=None))
+        yield Cause("bias", "the bias added twice", problem, replace(inputs, bias=inputs.bias * 2))
+        activated = any(f in ACTIVATIONS for f in problem.fuse)
+        if not activated and problem.output[-1] == problem.oc and problem.oc > 1:
+            yield Cause("bias", "the bias broadcast along the last axis instead of the channels", problem, inputs,
+                        post=_bias_along_last(problem, inputs))
+
+
+def _bias_along_last(problem, inputs):
+    def post(y):
+        import torch
+
+        b = torch.from_numpy(np.asarray(inputs.bias, dtype=np.float64)).to(y.device)
+        shape = (1, -1) + (1,) * problem.ndim
+        return y - b.reshape(shape) + b.reshape((1,) * (1 + problem.ndim) + (-1,))
+    return post
+
+
+def _activation(problem, inputs, ours, ref):
+    if problem.direction != "fprop":
+        return
+    act = next((f for f in problem.fuse if f in ACTIVATIONS), None)
+    if act is not None:
+        yield Cause("activation", f"the {act} left out", replace(problem, fuse=tuple(f for f in problem.fuse if f != act)),
+                    inputs, detail={"activation": act})
+    else:
+        yield Cause("activation", "a relu applied", replace(problem, fuse=tuple(problem.fuse) + ("relu",)), inputs,
+                    detail={"activation": "relu"})
+
+
+def _algorithm(problem, inputs, ours, ref):
+    from ..numerics.fast_bound import Algorithm, bound_for
+
+    if problem.dtype != "fp32" or problem.direction != "fprop":
+        return
+    for algorithm in (Algorithm("winograd", 2), Algorithm("winograd", 4), Algorithm("winograd", 6), Algorithm("fft")):
+        try:
+            bound_for(algorithm, problem, "random")
+        except (BadInput, ValueError):
+            continue
+        yield Cause("algorithm", f"{algorithm.text}: a fast algorithm, within its own bound", problem, inputs,
+                    algorithm=algorithm, detail={"algorithm": algorithm.text})
+
+
+#: The families in the order they are tested: the cheapest first (each cause one convolution), then the
+#: narrow running sums (two convolutions per block), then the fast algorithms (their bounds' own
+#: magnitudes; tested only where no arithmetic explains every output), so that a budget cuts the dearest.
+_FAMILY_MAKERS = (_rounding, _output, _orientation, _padding, _geometry, _layout, _groups, _dropped,
+                  _bias, _activation, _accumulation, _algorithm)

@@ -1,0 +1,537 @@
+"""Explain a failed check: which arithmetic produced this answer.
+
+Each cause of :mod:`convcheck.check.causes` is a hypothesis about what the implementation under test
+computed. Its answer is computed in float64 on the check's own inputs, by a float64 reference (the
+check's own where it is one, else NumPy on the host, torch64 on a GPU), and tested against the
+implementation's output in two passes:
+
+1. bit for bit: an answer with the output's bits at every output (the exact fill keeps every such
+   answer exact, whatever the summation order) explains it as strongly as anything can; where one
+   does, no tolerance is needed and the second pass is not run;
+2. within the check's bound, with that answer as the reference (an exact bound's premise is the
+   direct sum of the check's own inputs, so a cause is judged by the elementwise bound instead; a
+   declared fast algorithm by its own bound, which its causes keep). A rounding after the sum (an
+   fp16 store, a narrow running sum) is judged by the interval that rounding maps the tolerance to:
+   rounding is monotone, so it can flip one rounding only where the float64 and the implementation's
+   sums straddle a rounding point.
+
+A cause *explains* the failure when the output lies within that tolerance of its answer at every
+output, or at every output but some that read padding (fprop); and when the correct answer, judged by
+the same tolerance, does not: a cause whose answer cannot be told from the correct one at that
+tolerance explains nothing. The explanations are ranked (bit for bit, every output, all but the
+border; then the closer answer first); causes no answer tells apart are named together (``alike``).
+None may be an answer: "no known arithmetic explains it". The dearest families (``LAST_RESORT``) are
+tested only where nothing cheaper explains every output.
+
+Cost: the causes are tested on the image where the worst output is (fprop and dgrad; wgrad sums over
+the images) and on a window of SEARCH_CHANNELS result channels around it (ungrouped problems), for at
+most ``budget`` seconds (no convolution starts after it: a cause overruns it by one convolution at
+most; the causes left are said to be untested); then the three best are confirmed on every output
+within as much again. A passing check runs none of this.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import causes as catalogue
+
+#: Families tested only where no cheaper cause explains every output: a narrow running sum costs two
+#: convolutions per block, a fast algorithm its bound's own magnitudes.
+LAST_RESORT = ("accumulation", "algorithm")
+#: Explanations confirmed on every output (the best ones, after the search on one image).
+CONFIRMED = 3
+#: The default budget of a diagnosis, in seconds: this many times what the check took, at least MIN_BUDGET_S.
+BUDGET_PER_CHECK = 20.0
+MIN_BUDGET_S = 5.0
+
+
+@dataclass
+class Explanation:
+    family: str
+    what: str
+    advice: str
+    covers: str              # "every output", "all but 12 of the 120 outputs that read padding"
+    closeness: float         # sum |ours - its answer| / sum |its answer|, over the outputs it explains
+    detail: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"family": self.family, "cause": self.what, "covers": self.covers, "advice": self.advice,
+                "closeness": self.closeness, **({"detail": self.detail} if self.detail else {})}
+
+
+@dataclass
+class Diagnosis:
+    explanations: list[Explanation]
+    tested: int              # causes tested
+    candidates: int          # causes the catalogue offered for this problem
+    seconds: float
+    budget_s: float
+    computed_by: str         # what computed each cause's answer
+    searched_on: str         # "image 3 of 8, confirmed on all" / "every output"
+
+    @property
+    def cause(self) -> Explanation | None:
+        return self.explanations[0] if self.explanations else None
+
+    @property
+    def alike(self) -> list[Explanation]:
+        """The first cause and those no answer tells from it: the same outputs explained, as closely
+        (a one-term sum rounded before or after the product; inputs every type holds alike)."""
+        if not self.explanations:
+            return []
+        first = self.explanations[0]
+        return [e for e in self.explanations
+                if e.covers == first.covers and abs(e.closeness - first.closeness) <= 1e-9 * max(first.closeness, 1e-300)]
+
+    @property
+    def complete(self) -> bool:
+        return self.tested == self.candidates
+
+    def line(self) -> str:
+        """The one line a check prints: the first cause, or that none explains the failure."""
+        return line_of(self.as_dict())
+
+    def as_dict(self) -> dict:
+        return {"cause": self.cause.what if self.cause else None,
+                "family": self.cause.family if self.cause else None,
+                "alike": [e.what for e in self.alike[1:]],
+                "explanations": [e.as_dict() for e in self.explanations],
+                "tested": self.tested, "candidates": self.candidates, "seconds": round(self.seconds, 3),
+                "budget_s": round(self.budget_s, 3), "computed_by": self.computed_by, "searched_on": self.searched_on}
+
+
+def line_of(d: dict) -> str:
+    """The one line that says a record's diagnosis (``Diagnosis.as_dict``): the first cause and how much
+    it explains, those alike with it, and what to look at; or that no known arithmetic explains it."""
+    if d.get("error"):
+        return f"not diagnosed ({d['error']})"
+    if not d.get("explanations"):
+        tested, offered = d.get("tested", 0), d.get("candidates", 0)
+        searched = (f"{tested} known causes tested" if tested == offered
+                    else f"{tested} of {offered} known causes tested in the {d.get('budget_s', 0):.0f} s budget")
+        return f"no known arithmetic explains it ({searched})"
+    c = d["explanations"][0]
+    others = "".join(f"; or, alike on these inputs, {what}" for what in d.get("alike", []))
+    return f"{c['cause']} ({c['covers']}){others}: {c['advice']}"
+
+
+def cause_of(record: dict) -> str:
+    """What a failed record's diagnosis names, as a sweep counts and a hunt groups failures: the first
+    cause, "no known arithmetic explains it", or "not diagnosed"."""
+    d = record.get("diagnosis")
+    if not d or d.get("error"):
+        return "not diagnosed"
+    return d.get("cause") or "no known arithmetic explains it"
+
+
+def lines_of(d: dict) -> list[str]:
+    """A record's diagnosis as a report says it: the line, the other causes that explain the output,
+    and what was tested at what cost."""
+    out = [line_of(d)]
+    if d.get("error"):
+        return out
+    named = {e for e in d.get("alike", [])}
+    for e in d.get("explanations", [])[1:]:
+        if e["cause"] not in named:
+            out.append(f"also explains it: {e['cause']} ({e['covers']})")
+    out.append(f"{d.get('tested', 0)} of {d.get('candidates', 0)} known causes tested in {d.get('seconds', 0):.2f} s "
+               f"(budget {d.get('budget_s', 0):.0f} s) on {d.get('searched_on', '')}; answers by {d.get('computed_by', '')}")
+    return out
+
+
+def default_budget(check_seconds: float) -> float:
+    return max(MIN_BUDGET_S, BUDGET_PER_CHECK * check_seconds)
+
+
+class _Scope:
+    """The part of the check a diagnosis searches: the problem, inputs, output and answer restricted
+    to one image (fprop, dgrad; wgrad sums over the images) and to a window of the result's channels
+    (ungrouped problems: fprop's and wgrad's output channels, dgrad's input channels), or whole."""
+
+    def __init__(self, problem, inputs, ours, ref, image: int | None = None, channels: slice | None = None):
+        import torch
+
+        ours = torch.as_tensor(ours).to(torch.float64)
+        ref = torch.as_tensor(ref).to(device=ours.device, dtype=torch.float64)
+        p, x, w, dy, bias = problem, inputs.x, inputs.w, inputs.dy, inputs.bias
+
+        def cut(a, index):
+            return None if a is None else np.ascontiguousarray(a[index])
+        if image is not None:
+            sl = slice(image, image + 1)
+            p, x, dy, ours, ref = replace(p, mb=1), cut(x, sl), cut(dy, sl), ours[sl], ref[sl]
+        if channels is not None:
+            c, n = channels, channels.stop - channels.start
+            if p.direction == "fprop":
+                p, w, bias, ours, ref = replace(p, oc=n), cut(w, c), cut(bias, c), ours[:, c], ref[:, c]
+            elif p.direction == "dgrad":
+                p, w, x, ours, ref = replace(p, ic=n), cut(w, (slice(None), c)), cut(x, (slice(None), c)), ours[:, c], ref[:, c]
+            else:
+                p, w, dy, ours, ref = replace(p, oc=n), cut(w, c), cut(dy, (slice(None), c)), ours[c], ref[c]
+        self.problem, self.ours, self.ref = p, ours, ref
+        self.inputs = replace(inputs, x=x, w=w, dy=dy, bias=bias)
+
+
+#: Result channels a diagnosis searches at first (a window around the worst output's channel): a cause
+#: fails or holds channel by channel alike, and this many are cheaper than all of them.
+SEARCH_CHANNELS = 8
+
+
+def _search_window(problem, comparison, channels: int) -> slice | None:
+    if problem.groups != 1 or channels <= 2 * SEARCH_CHANNELS or comparison is None or not comparison.worst_index:
+        return None
+    worst = int(comparison.worst_index[0 if problem.direction == "wgrad" else 1])
+    start = min(max(0, worst - SEARCH_CHANNELS // 2), channels - SEARCH_CHANNELS)
+    return slice(start, start + SEARCH_CHANNELS)
+
+
+class _Judge:
+    """Judges a cause's answer against the implementation's output, for one scope."""
+
+    def __init__(self, result, scope: _Scope, device: str, data: str, run):
+        self.result, self.scope, self.device, self.data, self.run = result, scope, device, data, run
+        self._bounds: dict = {}
+        self._mags = None  # (cause, its magnitudes): the last cause's
+        self._answers: dict = {}  # id(cause) -> (cause, its answer)
+        self._border = None
+
+    def bound(self, cause):
+        """The check's bound for the cause's problem: a declared fast algorithm's own (the implementation
+        computes by it, whatever else it got wrong), else the elementwise bound (or the lesson's)."""
+        from .judging import make_bound
+        from ..numerics.fast_bound import bound_for, parse_algorithm
+
+        algorithm = cause.algorithm or parse_algorithm(self.result.algorithm)
+        if algorithm is not None:
+            key = (cause.problem, algorithm.text)
+            if key not in self._bounds:
+                self._bounds[key] = bound_for(algorithm, cause.problem, self.data)
+            return self._bounds[key]
+        name = self.result.bound if self.result.bound in ("elementwise", "lesson") else "elementwise"
+        key = (cause.problem, name)
+        if key not in self._bounds:
+            plan = self.result.plan
+            self._bounds[key] = make_bound(name, cause.problem, (plan.backend, "reference"),
+                                           data=self.data, level="rigorous",
+                                           devices=(plan.backend_device, self.device), contract=self.result.contract)
+        return self._bounds[key]
+
+    def answer(self, cause):
+        """(the cause's float64 answer, or None; the interval (lo, hi) its output must lie in, or None),
+        computed once per cause (the bit-for-bit pass and the tolerance pass share it)."""
+        kept = self._answers.get(id(cause))
+        if kept is not None and kept[0] is cause:
+            return kept[1]
+        got = self._answer(cause)
+        self._answers[id(cause)] = (cause, got)
+        return got
+
+    def _answer(self, cause):
+        if cause.algorithm is not None:
+            return self.scope.ref, None
+        if cause.compute is not None:
+            lo, hi = cause.compute(self.run, cause.problem, cause.inputs)
+            return (lo + hi) / 2, (lo, hi)
+        ans = self.run(cause.problem, cause.inputs)
+        return (ans if cause.post is None else cause.post(ans)), None
+
+    def allowed(self, cause, target):
+        """The check's allowed |ours - target| at every output, ``target`` the reference (float64 torch)."""
+        import torch
+
+        from .compare import allowed_map
+        from .pipeline import magnitudes_for
+
+        bnd = self.bound(cause)
+        if self._mags is not None and self._mags[0] is cause:  # the guard judges the same cause's inputs again
+            mags = self._mags[1]
+        else:
+            mags = magnitudes_for(bnd, cause.problem, cause.inputs, self.device, reference=target)
+        self._mags = (cause, mags)
+        return torch.from_numpy(np.asarray(allowed_map(self.scope.ours, target, bnd, mags))).to(target.device)
+
+    def inside(self, cause, ans, interval=None, against=None):
+        """Which outputs lie within the cause's tolerance of ``ans`` (of ``against`` instead, judged by
+        the check's tolerance alone, where given), as a bool tensor; None where the bound cannot judge
+        this answer. A rounding after the sum (``rounded_to``) and a narrow running sum (``interval``)
+        are judged by the interval the rounding allows (:class:`~convcheck.check.causes.Cause`)."""
+        import torch
+
+        target = ans if against is None else against
+        if tuple(target.shape) != tuple(self.scope.ours.shape):
+            return None
+        ours = self.scope.ours.to(target.device)
+        both_nan = torch.isnan(ours) & torch.isnan(target)
+        if against is None and interval is not None:
+            lo, hi = (t.to(target.device) for t in interval)
+            return ((ours >= lo) & (ours <= hi)) | both_nan
+        allowed = self.allowed(cause, target)
+        if against is None and cause.rounded_to is not None:
+            lo = catalogue.round_to(target - allowed, cause.rounded_to)
+            hi = catalogue.round_to(target + allowed, cause.rounded_to)
+            return ((ours >= lo) & (ours <= hi)) | both_nan
+        return ((ours - target).abs() <= allowed) | both_nan
+
+    def border(self):
+        """The outputs whose windows read padding (fprop), or None."""
+        import torch
+
+        if self._border is None and self.result.problem.direction == "fprop":
+            from ..problem.convmath import conv_forward
+
+            p = self.scope.problem
+            ones = torch.ones((1, 1, *p.input), dtype=torch.float64)
+            taps = conv_forward(replace(p, ic=1, oc=1, groups=1, mode="xcorr"), ones,
+                                torch.ones((1, 1, *p.kernel), dtype=torch.float64))
+            full = float(np.prod(p.kernel))
+            self._border = (taps < full - 0.5).expand(tuple(self.scope.ours.shape)).to(self.scope.ours.device)
+        return self._border
+
+
+def _covers(inside, border) -> str | None:
+    """How much of the output a cause explains: every output, all but some that read padding, or None."""
+    total = inside.numel()
+    if bool(inside.all()):
+        return "every output"
+    if border is None:
+        return None
+    outside = ~inside
+    if bool((outside & ~border).any()) or int(outside.sum()) > 0.5 * int(border.sum()):
+        return None
+    return f"all but {int(outside.sum())} of the {int(border.sum())} outputs that read padding (of {total})"
+
+
+def _closeness(ours, ans, inside) -> float:
+    """sum |ours - its answer| / sum |its answer| over the outputs the cause explains: of two causes
+    that both fit, the one whose answer the output follows more closely ranks first."""
+    import torch
+
+    ans = ans.to(ours.device)
+    live = inside & ~torch.isnan(ans) & ~torch.isnan(ours)
+    if not bool(live.any()):
+        return float("inf")
+    scale = float(ans[live].abs().sum()) or 1.0
+    return float((ours[live] - ans[live]).abs().sum()) / scale
+
+
+class _OutOfTime(Exception):
+    """The diagnosis's time is spent: the cause being tested counts as not tested."""
+
+
+def _timed(run, deadline: list):
+    """``run`` that refuses to start another convolution once ``deadline[0]`` (perf_counter) has passed:
+    a cause of many convolutions (a running sum in many blocks) cannot overrun the budget by more than one."""
+    def timed(problem, inputs):
+        if time.perf_counter() > deadline[0]:
+            raise _OutOfTime
+        return run(problem, inputs)
+    return timed
+
+
+def _calculator(result, device: str):
+    """The float64 implementation that computes every cause's answer, and its name."""
+    from . import backends
+
+    plan = result.plan
+    name = plan.reference if backends.float64(plan.reference) else ("numpy" if device == "cpu" else "torch64")
+    impl = backends.require(name, device)
+
+    def run(problem, inputs):
+        import torch
+
+        from .compare import to_torch
+
+        ans, _ = impl.run(problem, inputs, device)
+        return to_torch(ans).to(torch.float64)
+    return run, f"{name} float64 ({backends.facts(name).label})"
+
+
+def _test(cause, judge: _Judge, exact_only: bool = False):
+    """(covers, closeness) where ``cause`` explains the scope's failure, else None; ``exact_only``: only
+    whether its answer has the output's bits at every output (no tolerance: no magnitudes to compute)."""
+    try:
+        return _tested(cause, judge, exact_only)
+    except _OutOfTime:
+        raise
+    except Exception:  # a cause the calculator or the bound cannot take here (a geometry it refuses)
+        return None
+
+
+def _tested(cause, judge: _Judge, exact_only: bool):
+    ans, interval = judge.answer(cause)
+    if ans is None or tuple(ans.shape) != tuple(judge.scope.ours.shape):
+        return None
+    if interval is None and cause.algorithm is None:  # the same bits at every output: the strongest match
+        exact = _bit_for_bit(judge.scope.ours, ans if cause.rounded_to is None else catalogue.round_to(ans, cause.rounded_to))
+        if bool(exact.all()):
+            if int(_bit_for_bit(judge.scope.ours, judge.scope.ref).sum()) >= int(exact.sum()):
+                return None
+            return BIT_FOR_BIT, 0.0
+    if exact_only:
+        return None
+    inside = judge.inside(cause, ans, interval)  # a rounding after the sum: around the unrounded answer
+    if cause.rounded_to is not None:
+        ans = catalogue.round_to(ans, cause.rounded_to)
+    if inside is None:
+        return None
+    covers = _covers(inside, judge.border() if cause.algorithm is None else None)
+    if covers is None:
+        return None
+    if cause.algorithm is None:  # the correct answer, judged by the check's tolerance, must not fit as well
+        correct = judge.inside(cause, ans, against=judge.scope.ref)
+        if correct is not None and int(correct.sum()) >= int(inside.sum()):
+            return None
+    return covers, _closeness(judge.scope.ours, ans, inside)
+
+
+#: What a cause explains when its answer has the implementation's bits at every output.
+BIT_FOR_BIT = "every output, bit for bit"
+
+
+def _bit_for_bit(ours, ans):
+    import torch
+
+    ans = ans.to(ours.device)
+    return (ours == ans) | (torch.isnan(ours) & torch.isnan(ans))
+
+
+def _everywhere(covers: str) -> bool:
+    return covers in (BIT_FOR_BIT, "every output")
+
+
+def _rank(found):
+    """Bit for bit first, then every output, then all but some outputs that read padding; the closer
+    answer first within each."""
+    order = {BIT_FOR_BIT: 0, "every output": 1}
+    return sorted(found, key=lambda item: (order.get(item[1][0], 2), item[1][1]))
+
+
+def diagnose(result, ours, ref, inputs, budget_s: float | None = None, check_s: float | None = None) -> Diagnosis:
+    """The causes that explain the failed check ``result`` (its output ``ours``, the reference's answer
+    ``ref``, the ``inputs`` both read), ranked; see the module's docstring. ``budget_s``: seconds for the
+    search (None: :func:`default_budget` of ``check_s``, what the check took)."""
+    start = time.perf_counter()
+    budget = default_budget(check_s if check_s is not None else (result.time_s or 0.0)) if budget_s is None else budget_s
+    problem = result.problem
+    host = _numpy(inputs)
+    device = "cpu" if result.plan.reference_device == "cpu" else "cuda"
+    calculate, computed_by = _calculator(result, device)
+    deadline = [start + budget]  # the search's; the confirmation on every output gets as much again
+    run = _timed(calculate, deadline)
+    data = "given" if inputs.kind == "given" else "random"
+    image = None
+    if problem.direction != "wgrad" and problem.mb > 1 and result.comparison is not None:
+        image = int(result.comparison.worst_index[0]) if result.comparison.worst_index else 0
+    channels = _search_window(problem, result.comparison, tuple(ours.shape)[0 if problem.direction == "wgrad" else 1])
+    scope = _Scope(problem, host, ours, ref, image, channels)
+    judge = _Judge(result, scope, device, data, run)
+    tested: set = set()
+    causes = [c for c in catalogue.candidates(scope.problem, scope.inputs, scope.ours, scope.ref)
+              if c.algorithm is None or not result.algorithm]  # a declared fast algorithm judged by its bound already
+    cheap = [c for c in causes if c.family not in LAST_RESORT]
+    found = _pass(cheap, judge, deadline, tested, exact_only=True)  # the same bits: no tolerance needed
+    offered = len(cheap)
+    if not found:
+        found = _pass(cheap, judge, deadline, tested)
+        for family in LAST_RESORT:  # the dearest, while nothing cheaper explains every output
+            if not any(_everywhere(v[0]) for _, v in found):
+                dear = [c for c in causes if c.family == family]
+                offered += len(dear)
+                found += _pass(dear, judge, deadline, tested)
+    tested = len(tested)
+    border_only = _padding_values(judge)
+    if border_only is not None:
+        found.append(border_only)
+    part = ", ".join(([f"image {image} of {problem.mb}"] if image is not None else [])
+                     + ([f"{'output' if problem.direction != 'dgrad' else 'input'} channels {channels.start}-"
+                         f"{channels.stop - 1} of {tuple(ours.shape)[0 if problem.direction == 'wgrad' else 1]}"]
+                        if channels is not None else []))
+    searched = part or "every output"
+    deadline[0] = time.perf_counter() + budget
+    if part and found:  # confirm the best on every output
+        full = _Judge(result, _Scope(problem, host, ours, ref, None), device, data, run)
+        confirmed, cut = [], ""
+        try:
+            for cause, _ in _rank(found)[:CONFIRMED]:
+                if cause.family == "padding values":
+                    again = _padding_values(full)
+                    confirmed += [again] if again is not None else []
+                    continue
+                for whole in _whole(cause, problem, host, full):
+                    verdict = _test(whole, full)
+                    if verdict is not None and all(c.what != whole.what for c, _ in confirmed):
+                        confirmed.append((whole, verdict))
+        except _OutOfTime:  # what is not confirmed on every output is not claimed
+            cut = " (the rest not confirmed in the budget)"
+        found = confirmed
+        searched = f"{part}, the best confirmed on every output{cut}"
+    explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail) for c, v in _rank(found)]
+    return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, computed_by, searched)
+
+
+def _numpy(inputs):
+    """The inputs as NumPy arrays on the host (the catalogue changes them with NumPy)."""
+    def host(a):
+        if a is None or isinstance(a, np.ndarray):
+            return a
+        return a.detach().cpu().numpy()
+    return replace(inputs, x=host(inputs.x), w=host(inputs.w), dy=host(inputs.dy), bias=host(inputs.bias), device="cpu")
+
+
+def _pass(causes, judge: _Judge, deadline: list, tested: set, exact_only: bool = False) -> list:
+    """(cause, (covers, closeness)) of each of ``causes`` that explains the scope's failure, tested in
+    order while the budget lasts (``tested`` gains each one tested)."""
+    found = []
+    for cause in causes:
+        if time.perf_counter() > deadline[0]:
+            break
+        try:
+            verdict = _test(cause, judge, exact_only)
+        except _OutOfTime:
+            break
+        tested.add(id(cause))
+        if verdict is not None:
+            found.append((cause, verdict))
+    return found
+
+
+def _whole(cause, problem, inputs, judge: _Judge) -> list:
+    """``cause`` again for the whole problem (it was found on one image): the same hypothesis remade
+    from the catalogue (types that rounded one image's values alike may differ on all of them)."""
+    if cause.family == "padding values":
+        return [cause]
+    return [again for again in catalogue.candidates(problem, inputs, judge.scope.ours, judge.scope.ref)
+            if _same_hypothesis(cause, again)]
+
+
+def _same_hypothesis(a, b) -> bool:
+    if a.family != b.family:
+        return False
+    if a.family == "rounding":
+        return (a.detail["operands"] == b.detail["operands"]
+                and bool(set(a.detail["types"]) & set(b.detail["types"])))
+    if a.detail.get("unwritten") or b.detail.get("unwritten"):
+        return bool(a.detail.get("unwritten") and b.detail.get("unwritten"))
+    return a.what == b.what
+
+
+def _padding_values(judge: _Judge):
+    """The pseudo-cause "the outputs that read padding are wrong": the correct answer itself explains
+    every output but some that read padding. (cause, (covers, closeness)) or None."""
+    border = judge.border()
+    if border is None:
+        return None
+    cause = catalogue.Cause("padding values", "only outputs that read padding are wrong", judge.scope.problem,
+                            judge.scope.inputs)
+    inside = judge.inside(cause, judge.scope.ref, None)
+    if inside is None or bool(inside.all()):
+        return None
+    wrong, reading = int((~inside).sum()), int(border.sum())
+    if bool((~inside & ~border).any()) or wrong < 2 or wrong < 0.5 * reading:
+        return None  # a padding's values change most outputs that read it, and no other
+    covers = f"every output but {wrong} of the {reading} that read padding (of {inside.numel()})"
+    return cause, (covers, _closeness(judge.scope.ours, judge.scope.ref, inside))

@@ -1,0 +1,117 @@
+"""Which implementation is checked against which, and where each runs: :class:`Plan`, decided by
+:func:`resolve` from what a check asks for (``auto`` included) and what this machine can run.
+The pipeline asks the backend registry (:mod:`convcheck.check.backends`) through here, once per check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import backends
+from ..base.errors import BadInput
+
+
+@dataclass
+class Plan:
+    """Which implementation is checked against which, and where each runs."""
+
+    backend: str
+    backend_device: str
+    reference: str
+    reference_device: str
+    notes: list[str] = field(default_factory=list)
+    #: the two implementations themselves (backend modules, or your function's backend object), where
+    #: :func:`resolve` was asked to make sure they run here (``require=True``): the pipeline runs them
+    #: through these, and asks the registry nothing more
+    under_test: Any = field(default=None, repr=False, compare=False)
+    reference_backend: Any = field(default=None, repr=False, compare=False)
+    user_function: bool = False  # the implementation under test is your function (FILE.py:NAME, module:NAME)
+
+
+def _cuda_usable() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def resolve(backend: str = "auto", reference: str | None = None, device: str | None = None,
+            require: bool = False) -> Plan:
+    """Decide backend/reference/devices. ``auto`` is cuDNN on the GPU against torch's float64
+    convolution with cuDNN disabled (``torch64``: a reference that is not the library under
+    test) where a usable GPU exists, else torch on the CPU vs the NumPy reference. The lesson's
+    literal comparison, torch's own convolution in the checked type, is ``reference="torch"``.
+    ``require``: also make sure both run here (else :class:`~convcheck.base.errors.BackendUnavailable`
+    with the reason) and hold them in the plan."""
+    if device not in (None, "cpu", "cuda"):
+        raise BadInput(f"the device must be cpu or cuda, got {device!r}", option="device")
+    notes = []
+    if backend == "auto":
+        reason = backends.unavailable_reason("cudnn", "cuda")
+        if reason is None:
+            backend, device = "cudnn", "cuda"
+        else:
+            notes.append(f"cuDNN not tested: {reason}")
+            backend = "torch"
+            device = device or "cpu"
+            reference = reference or "numpy"
+    user = backends.is_user_function(backend)
+    if backend not in backends.NAMES and not user:
+        raise BadInput(f"unknown backend {backend!r}; expected auto, one of {', '.join(backends.NAMES)}, "
+                       "or your function as path/to/file.py:NAME or package.module:NAME")
+    if user:
+        backends.module(backend)  # a file or name that is not there is the user's mistake: said now, once
+        # your function is judged against the float64 NumPy reference on the CPU and torch's float64
+        # convolution with cuDNN disabled on a GPU (neither shares your code)
+        device = device or ("cuda" if _cuda_usable() else "cpu")
+        reference = reference or ("numpy" if device == "cpu" else "torch64")
+    reference = reference or backends.facts(backend).default_reference
+    if reference not in backends.NAMES:
+        raise BadInput(f"unknown reference {reference!r}; expected one of {', '.join(backends.NAMES)}")
+    if backend == "cudnn":
+        if device == "cpu":
+            raise BadInput("the cudnn backend runs on the GPU; the cpu device applies only to torch", option="device")
+        device = "cuda"
+    elif backends.host_only(backend):
+        device = device or ("cuda" if not backends.host_only(reference) and _cuda_usable() else "cpu")
+    else:
+        device = device or ("cuda" if _cuda_usable() else "cpu")
+    backend_device = "cpu" if backends.host_only(backend) else device
+    reference_device = "cpu" if backends.host_only(reference) else device
+    if reference == backend:
+        why = (f"; with no usable GPU here auto chose {backend} on the CPU ({notes[0][len('cuDNN not tested: '):]}), so "
+               f"--reference {reference} would judge it by itself: the lesson's comparison needs cuDNN under test on a GPU"
+               if notes and notes[0].startswith("cuDNN not tested") else "")
+        raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r}){why}")
+    if not notes and "cudnn" not in (backend, reference):
+        notes.append(f"cuDNN not tested: {backend} vs {reference} was asked for")
+    plan = Plan(backend, backend_device, reference, reference_device, notes, user_function=user)
+    if require:
+        plan.under_test = backends.require(backend, backend_device)
+        plan.reference_backend = backends.require(reference, reference_device)
+        shared = shared_implementation(plan)  # both loaded now: the libcudnn files this process maps
+        if shared:
+            plan.notes.append(shared)
+    return plan
+
+
+def shared_implementation(plan: Plan) -> str | None:
+    """Why under test and reference are one implementation, or None: cuDNN's graph checked
+    against torch's convolution on the GPU with torch's cuDNN enabled, while this process maps
+    a single libcudnn file (so both ran its kernels, and agreeing bit for bit proves little)."""
+    if plan.backend != "cudnn" or plan.reference != "torch" or plan.reference_device == "cpu":
+        return None
+    import torch
+
+    from .environment import loaded_libcudnn
+
+    if not (torch.backends.cudnn.enabled and torch.backends.cudnn.is_available()):
+        return None
+    files = loaded_libcudnn()
+    if len(files) != 1:
+        return None
+    return (f"under test and reference share one implementation: the cuDNN graph and torch's convolution both ran "
+            f"{files[0]}; an agreement proves little (the reference torch64, cuDNN disabled, is independent)")

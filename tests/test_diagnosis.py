@@ -1,0 +1,243 @@
+"""Explain a failure (convcheck.check.diagnose): which known arithmetic produced the answer.
+
+The wrong functions here are benchmarks/wrong_arithmetic.py's (written apart from the plants), the
+planted bugs, and your-answer asserts; each on a small problem, with the cause it must name first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from convcheck.check.backends import user_function
+from convcheck.check.pipeline import run_spec
+from convcheck.check.spec import CheckSpec
+from convcheck.problem import parse_descriptor
+from tests.conftest import REPO, run_cli
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import wrong_arithmetic as wa  # noqa: E402
+
+SMALL = "mb2ic16ih8oc16oh8kh3ph1"
+
+
+def _check(desc=SMALL, direction="fprop", dtype="fp32", **spec):
+    p = parse_descriptor(desc, direction=direction, dtype=dtype)
+    return run_spec(CheckSpec(problem=p, device="cpu", **{"backend": "torch", **spec}))
+
+
+def _first(result):
+    assert result.status == "failed", result.message
+    assert result.diagnosis is not None, result.diagnosis_error
+    return result.diagnosis.cause
+
+
+@pytest.mark.parametrize("plant, family, says", [
+    ("bf16-inputs", "rounding", "the input x and the weights w rounded to bf16"),
+    ("bf16-weights", "rounding", "the weights w rounded to bf16"),
+    ("fp16-output", "output", "the output stored in fp16"),
+    ("flip", "orientation", "flipped"),
+    ("padding", "padding", "the padding of axis w off by one"),
+    ("dilation", "geometry", "the dilation of axis w 2 instead of 1"),
+    ("drop-channel", "dropped", "the first channel of the input x never read"),
+    ("nhwc-as-nchw", "layout", "NHWC memory read as NCHW"),
+    ("row-unwritten", "dropped", "outputs never written"),
+])
+def test_a_planted_bug_is_named_first(plant, family, says):
+    cause = _first(_check(plant=plant))
+    assert cause.family == family and says in cause.what, cause.what
+
+
+def test_grouped_channels_mixed_are_named():
+    cause = _first(_check("g2mb2ic8ih6oc8oh6kh3ph1", plant="group-mix"))
+    assert cause.family == "groups", cause.what
+
+
+@pytest.mark.parametrize("name, direction, desc, family, says", [
+    ("bf16_running_sum", "fprop", "mb1ic32ih6oc8oh6kh3ph1", "accumulation", "bf16 between blocks of 8 input channels"),
+    ("bf16_running_sum", "dgrad", "mb1ic8ih6oc32oh6kh3ph1", "accumulation", "bf16 between blocks of 8 output channels"),
+    ("bias_twice", "fprop", SMALL, "bias", "the bias added twice"),
+    ("relu_applied", "fprop", SMALL, "activation", "a relu applied"),
+    ("transposed", "dgrad", SMALL, "orientation", "height and width swapped"),
+    ("fp16_output", "wgrad", SMALL, "output", "stored in fp16"),
+    ("tf32_inputs", "wgrad", SMALL, "rounding", "rounded to tf32"),
+    ("last_channel_dropped", "dgrad", SMALL, "dropped", "the last channel of the output gradient dy"),
+    ("padding_shifted", "wgrad", SMALL, "padding", "off by one"),
+])
+def test_a_wrong_function_is_named_first(name, direction, desc, family, says):
+    p = parse_descriptor(desc, direction=direction, fuse=("bias",) if name == "bias_twice" else ())
+    backend = user_function.register(wa.function(name, direction))
+    cause = _first(run_spec(CheckSpec(problem=p, backend=backend, device="cpu")))
+    assert cause.family == family and says in cause.what, cause.what
+
+
+def test_a_fast_algorithm_is_the_cause_only_where_no_arithmetic_explains_it():
+    backend = user_function.register(wa.function("winograd_f4", "fprop"))
+    p = parse_descriptor("mb1ic16ih12oc16oh12kh3ph1")
+    cause = _first(run_spec(CheckSpec(problem=p, backend=backend, device="cpu")))
+    assert cause.family == "algorithm" and "winograd" in cause.what
+    assert "declare it (--algorithm)" in cause.advice
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_an_uncatalogued_error_names_no_family(direction):
+    backend = user_function.register(wa.function("noise", direction))
+    p = parse_descriptor(SMALL, direction=direction)
+    result = run_spec(CheckSpec(problem=p, backend=backend, device="cpu"))
+    assert result.status == "failed"
+    d = result.diagnosis
+    assert d.cause is None and d.complete
+    assert d.line().startswith("no known arithmetic explains it")
+    assert result.record()["diagnosis"]["family"] is None
+
+
+def test_a_planted_element_off_by_one_percent_is_explained_by_nothing():
+    result = _check(plant="element")
+    assert result.diagnosis.cause is None, result.diagnosis.cause.what
+
+
+def test_a_passing_check_runs_no_diagnosis_and_zero_switches_it_off():
+    assert _check().status == "passed" and _check().diagnosis is None
+    off = _check(plant="flip", diagnose=0)
+    assert off.status == "failed" and off.diagnosis is None and "diagnosis" not in off.record()
+
+
+def test_the_budget_bounds_the_search_and_says_so():
+    result = _check("mb2ic64ih8oc64oh8kh3ph1", plant="fp16-accumulation", diagnose=1e-9)
+    d = result.diagnosis
+    assert d.tested < d.candidates and d.cause is None
+    assert "known causes tested in the 0 s budget" in d.line()
+
+
+def test_tf32_and_fp16_rounding_that_no_answer_tells_apart_are_both_named():
+    backend = user_function.register(wa.function("fp16_inputs", "fprop"))
+    p = parse_descriptor(SMALL)
+    d = run_spec(CheckSpec(problem=p, backend=backend, device="cpu")).diagnosis
+    named = [e.what for e in d.alike]
+    assert any("fp16" in w for w in named), named
+    assert all(e.family == "rounding" for e in d.alike)
+
+
+def test_an_assert_names_the_cause_in_its_message():
+    from convcheck import assert_conv_close
+
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 8, 10, 10), torch.randn(8, 8, 3, 3)
+    y = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1)  # OpenVINO's bf16 inference precision
+    with pytest.raises(AssertionError) as info:
+        assert_conv_close(y, x, w, padding=1)
+    assert "Cause: the input x and the weights w rounded to bf16 (every output)" in str(info.value)
+    assert "OpenVINO INFERENCE_PRECISION_HINT" in str(info.value)
+    with pytest.raises(AssertionError) as info:
+        assert_conv_close(y, x, w, padding=1, diagnose=0)
+    assert "Cause:" not in str(info.value)
+
+
+def test_a_given_nhwc_answer_with_hwio_weights_is_diagnosed_as_given():
+    from convcheck import assert_conv_close
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 9, 9, 4)).astype(np.float32)     # NHWC
+    w = rng.standard_normal((3, 3, 4, 6)).astype(np.float32)     # HWIO
+    y = F.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1).flip(-1, -2))
+    with pytest.raises(AssertionError) as info:
+        assert_conv_close(y.permute(0, 2, 3, 1).numpy(), x, w, layout="nhwc", weight_layout="hwio")
+    assert "Cause: the kernel flipped" in str(info.value)
+
+
+def test_check_prints_a_cause_line_and_records_it(tmp_path):
+    out = tmp_path / "evidence.txt"
+    r = run_cli("check", SMALL, "--backend", "torch", "--device", "cpu", "--plant", "padding", "--evidence", str(out))
+    assert r.returncode == 1, r.stderr
+    assert "cause     the padding of axis w off by one" in r.stdout
+    record = json.loads(out.read_text().split("--- record (JSON) ---\n")[1])
+    assert record["diagnosis"]["family"] == "padding" and record["diagnosis"]["tested"] > 10
+    r = run_cli("check", SMALL, "--backend", "torch", "--device", "cpu", "--plant", "padding", "--diagnose", "0")
+    assert r.returncode == 1 and "cause " not in r.stdout
+
+
+def test_a_sweep_counts_its_failures_by_cause(tmp_path):
+    batch = tmp_path / "b.txt"
+    batch.write_text("mb2ic8ih6oc8oh6kh3ph1\nmb1ic4ih5oc4oh5kh3ph1\n")
+    r = run_cli("sweep", "--batch", str(batch), "--backend", "torch", "--device", "cpu", "--plant", "flip",
+                "--out", str(tmp_path / "s.jsonl"), "--quiet")
+    assert r.returncode == 1, r.stderr
+    assert "failures by cause" in r.stdout
+    assert "    2  the kernel flipped (true convolution against cross-correlation)" in r.stdout
+    records = [json.loads(line) for line in open(tmp_path / "s.jsonl")]
+    assert all(rec["diagnosis"]["family"] == "orientation" for rec in records)
+
+
+def test_shrink_ends_with_the_cause_of_the_smallest_failure(tmp_path):
+    from convcheck.campaign.shrink import format_result, shrink
+
+    p = parse_descriptor("mb2ic6ih7oc5oh7kh3ph1")
+    rec = _check(p.descriptor(), plant="padding").record()
+    found = shrink(rec, tmp_path / "shrink.jsonl", budget=80)
+    assert found.reproduced
+    text = format_result(found, tmp_path / "shrink.jsonl")
+    assert "cause: the padding of axis w off by one" in text, text
+    candidates = [json.loads(line) for line in open(tmp_path / "shrink.jsonl")]
+    assert all("diagnosis" not in c for c in candidates)  # the walk checks without one: as fast as the checks
+
+
+def test_two_causes_on_one_problem_are_two_hunt_groups_and_an_unexplained_one_joins_either():
+    from convcheck.campaign import hunt as H
+
+    small = parse_descriptor("mb1ic2ih3oc1oh3kh3ph1")
+
+    def failed(family, what):
+        return {"status": "failed", "backend": "x", "diagnosis": {"cause": what, "family": family}}
+    flip, pad = failed("orientation", "the kernel flipped"), failed("padding", "the padding of axis w off by one")
+    ga = H.Group(1, "wrong answer", flip, small, 0, cause=H.cause(flip)[0], family=H.cause(flip)[1])
+    gb = H.Group(2, "wrong answer", pad, small, 1, cause=H.cause(pad)[0], family=H.cause(pad)[1])
+    assert (ga.family, gb.family) == ("orientation", "padding")
+    assert not H._explains(ga, gb, None, None)  # different causes: never merged, whatever the problems
+    assert not H.same_cause(ga.family, pad) and H.same_cause(ga.family, flip)
+    unexplained = failed(None, None)
+    assert H.same_cause(ga.family, unexplained) and H.same_cause("", pad)
+    assert H.cause(failed("padding values", "only outputs that read padding are wrong")) == ("", "")
+    assert H.cause({"status": "crashed"}) == ("", "")
+    H._join(H.Group(3, "wrong answer", unexplained, small, 2), 5, pad)
+
+
+def test_the_lessons_stored_output_is_diagnosed(tmp_path):
+    from convcheck.problem.lesson_io import write_lesson
+
+    p = parse_descriptor("mb1ic8ih9oc4oh9kh3ph1")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 8, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
+    y = F.conv2d(torch.from_numpy(x).to(torch.float16).float(), torch.from_numpy(w).to(torch.float16).float(),
+                 padding=1).numpy()  # the lesson's output computed from fp16 copies of its inputs
+    write_lesson(tmp_path / "lesson", p, x, w, y)
+    r = run_cli("lesson", str(tmp_path / "lesson"), "--device", "cpu")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "cause     the input x and the weights w rounded to" in r.stdout and "fp16" in r.stdout, r.stdout
+    r = run_cli("lesson", str(tmp_path / "lesson"), "--device", "cpu", "--diagnose", "0")
+    assert r.returncode == 1 and "cause " not in r.stdout
+
+
+def test_diagnose_zero_switches_it_off_in_every_command_that_checks(tmp_path):
+    sweep = tmp_path / "s.jsonl"
+    r = run_cli("sweep", "mb1ic4ih5oc4oh5kh3ph1", "--backend", "torch", "--device", "cpu", "--plant", "flip",
+                "--diagnose", "0", "--out", str(sweep), "--quiet")
+    assert r.returncode == 1 and "failures by cause" not in r.stdout
+    assert "diagnosis" not in json.loads(sweep.read_text())
+    hunted = tmp_path / "h.jsonl"
+    for budget, off in (("0", True), ("30", False)):
+        r = run_cli("hunt", "--space", "mb1-2 ic1-4 oc1-4 ih3-6 kh3 ph1", "--backend", "torch", "--plant", "flip",
+                    "--device", "cpu", "--budget", "6", "--shrink-budget", "3", "--diagnose", budget,
+                    "--out", str(hunted), "--quiet")
+        assert r.returncode == 1, r.stdout + r.stderr
+        groups = json.loads((tmp_path / "h.groups.json").read_text())["groups"]
+        assert groups and all((g["cause"] == "") == off for g in groups), (budget, groups)
+        hunted.unlink()
+    r = run_cli("check", "mb1ic4ih5oc4oh5kh3ph1", "--diagnose", "-1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--diagnose" in r.stderr
