@@ -15,8 +15,8 @@ dgrad and wgrad, in fp32, fp16 and bf16. For each failed check it counts:
 
 and the cost: the diagnosis's seconds over the check's own (without the diagnosis).
 
-Usage: python benchmarks/diagnosis_accuracy.py [--layers 4] [--mb 1,8] [--random 5] [--seed 0]
-       [--dtypes fp32,fp16,bf16] [--directions fprop,dgrad,wgrad] [--only NAME,...] [--out FILE.jsonl]
+Usage: python benchmarks/diagnosis_accuracy.py [--layers 3] [--mb 1,8] [--random 5] [--seed 0]
+       [--dtypes fp32,fp16,bf16] [--directions fprop,dgrad,wgrad] [--only NAME,...] [--out FILE.jsonl] [--part K/N]
        python benchmarks/diagnosis_accuracy.py --tables FILE.jsonl ...   (the tables of earlier runs' records)
 Prints markdown tables: per wrong arithmetic, per direction and dtype, the totals and the cost.
 """
@@ -61,7 +61,7 @@ def problems(n_layers: int, mbs: list[int], random_count: int, seed: int) -> lis
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--mb", default="1,8")
     ap.add_argument("--random", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
@@ -69,22 +69,25 @@ def main() -> int:
     ap.add_argument("--directions", default="fprop,dgrad,wgrad")
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="")
+    ap.add_argument("--part", default="1/1", metavar="K/N",
+                    help="check the K-th of N parts of the problems (one process per core; --tables merges the files)")
     ap.add_argument("--tables", nargs="+", metavar="FILE.jsonl",
                     help="print the tables of the records of earlier runs (their --out files) and check nothing")
     args = ap.parse_args()
     if args.tables:
         return tables([json.loads(line) for f in args.tables for line in open(f, encoding="utf-8")])
     base = problems(args.layers, [int(m) for m in args.mb.split(",")], args.random, args.seed)
+    k, n = (int(v) for v in args.part.split("/"))
+    base = base[k - 1::n]
     only = set(args.only.split(",")) if args.only else None
     records = []
     out = open(args.out, "w") if args.out else None
     start = time.perf_counter()
-    for (name, direction), fn in wa.functions().items():
-        if only and name not in only or direction not in args.directions.split(","):
-            continue
-        backend = user_function.register(fn)
-        for p0 in base:
-            for dtype in args.dtypes.split(","):
+    chosen = {key: user_function.register(fn) for key, fn in wa.functions().items()
+              if not (only and key[0] not in only) and key[1] in args.directions.split(",")}
+    for p0 in base:  # problem by problem, every wrong arithmetic on each: a run cut short covers every family
+        for dtype in args.dtypes.split(","):
+            for (name, direction), backend in chosen.items():
                 p = replace(p0, dtype=dtype, direction=direction, fuse=("bias",) if name == "bias_twice" else ())
                 if not wa.WRONG[name].applies(direction, p):
                     continue

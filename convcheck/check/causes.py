@@ -210,9 +210,11 @@ def _accumulator(tname: str, size: int, blocks: Callable, shared: dict):
     within gamma_n * sum|products| of the float64 one, n its terms); the running sum is rounded to
     ``tname`` after each block. Rounding is monotone, so the interval [lo, hi] holding the
     implementation's running sum goes to [rnd(lo + part - e), rnd(hi + part + e)] at each block, and
-    the final answer, stored in the check's type, lies in the last one. The blocks' partial sums are
+    the final answer lies in the last one, or in its rounding to the check's type where it is stored so. The blocks' partial sums are
     computed once for every narrow type (``shared``: {size: {type: (lo, hi)}})."""
     def compute(run, problem, inputs):
+        import torch
+
         if size not in shared:
             storage = dtypes.get(problem.dtype).storage
             bounds = {t: [None, None] for _, _, t in NARROW}
@@ -223,7 +225,9 @@ def _accumulator(tname: str, size: int, blocks: Callable, shared: dict):
                     bounds[t] = [round_to(part - e if lo is None else lo + part - e, t),
                                  round_to(part + e if hi is None else hi + part + e, t)]
             shared.clear()  # one block size's intervals kept at a time: the memory of four outputs
-            shared[size] = {t: (round_to(lo, storage), round_to(hi, storage)) for t, (lo, hi) in bounds.items()}
+            # stored in the check's type, or handed back as the running sum holds it (an fp32 buffer)
+            shared[size] = {t: (torch.minimum(lo, round_to(lo, storage)), torch.maximum(hi, round_to(hi, storage)))
+                            for t, (lo, hi) in bounds.items()}
         return shared[size][tname]
     return compute
 

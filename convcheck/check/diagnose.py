@@ -17,8 +17,8 @@ implementation's output in two passes:
 
 A cause *explains* the failure when the output lies within that tolerance of its answer at every
 output, or at every output but some that read padding (fprop); and when the correct answer, judged by
-the same tolerance, does not: a cause whose answer cannot be told from the correct one at that
-tolerance explains nothing. The explanations are ranked (bit for bit, every output, all but the
+the same tolerance, does not (nor, for a rounding's interval, lies in it as often): a cause whose
+answer cannot be told from the correct one at that tolerance explains nothing. The explanations are ranked (bit for bit, every output, all but the
 border; then the closer answer first); causes no answer tells apart are named together (``alike``).
 None may be an answer: "no known arithmetic explains it". The dearest families (``LAST_RESORT``) are
 tested only where nothing cheaper explains every output.
@@ -385,6 +385,10 @@ def _tested(cause, judge: _Judge, exact_only: bool):
         correct = judge.inside(cause, ans, against=judge.scope.ref)
         if correct is not None and int(correct.sum()) >= int(inside.sum()):
             return None
+    if interval is not None:  # nor may the correct answer itself lie in the interval as often (a wide one says nothing)
+        lo, hi = (t.to(judge.scope.ref.device) for t in interval)
+        if int(((judge.scope.ref >= lo) & (judge.scope.ref <= hi)).sum()) >= int(inside.sum()):
+            return None
     return covers, _closeness(judge.scope.ours, ans, inside)
 
 
@@ -432,43 +436,49 @@ def diagnose(result, ours, ref, inputs, budget_s: float | None = None, check_s: 
     tested: set = set()
     causes = [c for c in catalogue.candidates(scope.problem, scope.inputs, scope.ours, scope.ref)
               if c.algorithm is None or not result.algorithm]  # a declared fast algorithm judged by its bound already
-    cheap = [c for c in causes if c.family not in LAST_RESORT]
-    found = _pass(cheap, judge, deadline, tested, exact_only=True)  # the same bits: no tolerance needed
-    offered = len(cheap)
-    if not found:
-        found = _pass(cheap, judge, deadline, tested)
-        for family in LAST_RESORT:  # the dearest, while nothing cheaper explains every output
-            if not any(_everywhere(v[0]) for _, v in found):
-                dear = [c for c in causes if c.family == family]
-                offered += len(dear)
-                found += _pass(dear, judge, deadline, tested)
-    tested = len(tested)
-    border_only = _padding_values(judge)
-    if border_only is not None:
-        found.append(border_only)
     part = ", ".join(([f"image {image} of {problem.mb}"] if image is not None else [])
                      + ([f"{'output' if problem.direction != 'dgrad' else 'input'} channels {channels.start}-"
                          f"{channels.stop - 1} of {tuple(ours.shape)[0 if problem.direction == 'wgrad' else 1]}"]
                         if channels is not None else []))
-    searched = part or "every output"
-    deadline[0] = time.perf_counter() + budget
-    if part and found:  # confirm the best on every output
-        full = _Judge(result, _Scope(problem, host, ours, ref, None), device, data, run)
-        confirmed, cut = [], ""
+    full = _Judge(result, _Scope(problem, host, ours, ref), device, data, run) if part else judge
+    cut = []
+
+    def confirmed(found: list) -> list:
+        """The best of what the search found on its part of the output, confirmed on every output
+        (within the budget again: what is not confirmed is not claimed)."""
+        if not part or not found:
+            return found
+        search_deadline, deadline[0] = deadline[0], start + 2 * budget
+        out = []
         try:
             for cause, _ in _rank(found)[:CONFIRMED]:
                 if cause.family == "padding values":
                     again = _padding_values(full)
-                    confirmed += [again] if again is not None else []
+                    out += [again] if again is not None else []
                     continue
                 for whole in _whole(cause, problem, host, full):
                     verdict = _test(whole, full)
-                    if verdict is not None and all(c.what != whole.what for c, _ in confirmed):
-                        confirmed.append((whole, verdict))
-        except _OutOfTime:  # what is not confirmed on every output is not claimed
-            cut = " (the rest not confirmed in the budget)"
-        found = confirmed
-        searched = f"{part}, the best confirmed on every output{cut}"
+                    if verdict is not None and all(c.what != whole.what for c, _ in out):
+                        out.append((whole, verdict))
+        except _OutOfTime:
+            cut.append(" (the rest not confirmed in the budget)")
+        deadline[0] = search_deadline
+        return out
+
+    cheap = [c for c in causes if c.family not in LAST_RESORT]
+    offered = len(cheap)
+    found = _pass(cheap, judge, deadline, tested, exact_only=True)  # the same bits: no tolerance needed
+    if not found:
+        found = _pass(cheap, judge, deadline, tested) + [v for v in [_padding_values(judge)] if v is not None]
+    found = confirmed(found)
+    for family in LAST_RESORT:  # the dearest, while nothing confirmed explains every output
+        if any(_everywhere(v[0]) for _, v in found):
+            break
+        dear = [c for c in causes if c.family == family]
+        offered += len(dear)
+        found += confirmed(_pass(dear, judge, deadline, tested))
+    tested = len(tested)
+    searched = f"{part}, the best confirmed on every output{''.join(cut[:1])}" if part else "every output"
     explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail) for c, v in _rank(found)]
     return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, computed_by, searched)
 

@@ -196,8 +196,9 @@ def _options() -> tuple[Option, ...]:
             "seconds a check may run before its worker is killed and it is recorded as timeout "
             "(0: no limit; default: 60 s plus the problem's size at a pessimistic rate)")}),
         Option("diagnose", "limit", {"type": seconds, "metavar": "SECONDS", **_help(
-            "seconds a failed check may spend testing which known arithmetic explains its output "
-            f"(0: no diagnosis; default: {BUDGET_PER_CHECK:.0f}x the check's own time, at least {MIN_BUDGET_S:.0f} s)")}),
+            "seconds a failed check may spend searching which known arithmetic explains its output, and as much "
+            f"again confirming it on every output (0: no diagnosis; default: {BUDGET_PER_CHECK:.0f}x the check's own "
+            f"time, at least {MIN_BUDGET_S:.0f} s)")}),
     )
 
 
