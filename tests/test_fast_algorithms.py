@@ -141,7 +141,10 @@ def test_declared_winograd_passes_and_undeclared_is_told_how_to_declare():
     p = parse_descriptor("mb2ic16ih15oc24oh15kh3ph1")
     plain = run_check(p, backend=f"{IMPLS}:f4_lavin_fprop", reference="numpy", device="cpu")
     assert plain.status == "failed" and plain.bound == "exact"
-    assert "--algorithm winograd:M" in plain.message
+    # the diagnosis finds no direct arithmetic and Winograd's bound: it names the algorithm, to declare
+    assert plain.diagnosis.cause.family == "algorithm" and "declare it (--algorithm)" in plain.diagnosis.cause.advice
+    unexplained = run_check(p, backend=f"{IMPLS}:f4_lavin_fprop", reference="numpy", device="cpu", diagnose=0)
+    assert unexplained.status == "failed" and "--algorithm winograd:M" in unexplained.message  # the guess without one
     for name, (m, who) in (("f2_lavin", (2, "lavin")), ("f6_lavin", (6, "lavin")), ("f4_onednn", (4, "onednn"))):
         for direction in ("fprop", "dgrad", "wgrad"):
             r = run_check(p.with_(direction=direction), backend=f"{IMPLS}:{name}_{direction}", reference="numpy",

@@ -134,7 +134,7 @@ def lines_of(d: dict) -> list[str]:
     out = [line_of(d)]
     if d.get("error"):
         return out
-    named = {e for e in d.get("alike", [])}
+    named = set(d.get("alike", []))
     for e in d.get("explanations", [])[1:]:
         if e["cause"] not in named:
             out.append(f"also explains it: {e['cause']} ({e['covers']})")
