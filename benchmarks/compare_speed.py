@@ -105,4 +105,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, 'Speed of the comparison against reading both outputs', __doc__))

@@ -145,4 +145,6 @@ def tables(records: list[dict]) -> int:
     return 0
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import _page  # noqa: E402
+
+    raise SystemExit(_page.run(main, 'Diagnosis accuracy and cost', __doc__))

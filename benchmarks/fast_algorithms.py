@@ -21,7 +21,7 @@ Usage: python benchmarks/fast_algorithms.py [--nets resnet_50,vgg_16] [--mb 1,8,
        [--device cpu|cuda]
        python benchmarks/fast_algorithms.py --merge A.md B.md ...   (runs that split the grid: their tables as one;
        a problem one run refused for memory and another checked is said as made good)
-Prints markdown tables (the README shows them).
+Prints markdown tables (`--write docs/measurements/NAME.md` makes them a page).
 """
 
 from __future__ import annotations
@@ -461,4 +461,6 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, 'Fast algorithms: Winograd and FFT kernels under their bounds', __doc__))

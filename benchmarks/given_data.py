@@ -20,7 +20,7 @@ the largest error among the correct fp32 computations on the same data (half pre
 among the correct ones in that type).
 
 Usage: python benchmarks/given_data.py [--seeds 4] [--quick]
-Prints markdown tables (the README shows them).
+Prints markdown tables (`--write docs/measurements/NAME.md` makes them a page).
 """
 
 from __future__ import annotations
@@ -410,4 +410,6 @@ def print_tables(correct_total, false_alarms, bug_rows, missed, depth_rows, seco
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, 'Verdicts on given data', __doc__))

@@ -7,7 +7,7 @@ test (the CLI's ``--backend torch``, the same ``run_check``) must pass on every 
 is at least 3x torch's own error on the same inputs (both against the float64 reference).
 
 Usage: python benchmarks/half_precision_paths.py [--layers 5] [--mb 1,8,32] [--paths default,off]
-Prints a markdown table per path (the README shows them).
+Prints a markdown table per path (`--write docs/measurements/NAME.md` makes them a page).
 """
 
 from __future__ import annotations
@@ -86,4 +86,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, "torch's fp16/bf16 convolutions on each CPU path", __doc__))

@@ -115,4 +115,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, 'What a smaller operand slice costs a declared Winograd check', __doc__))

@@ -7,7 +7,7 @@ and the reference's peak extra memory (tracemalloc), then the geometric mean of 
 ratios per batch.
 
 Usage: python benchmarks/reference_speed.py [--repeat 3] [--mb 1,8] [--cases DIR]
-Target (issue 11): geometric mean <= 1.2 at batch 8, memory bounded.
+Target: geometric mean <= 1.2 at batch 8, memory bounded.
 """
 
 from __future__ import annotations
@@ -73,4 +73,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, 'Speed of the float64 NumPy reference', __doc__))

@@ -18,10 +18,10 @@ of ``convcheck check`` on the lesson's problem in a fresh process, Python's star
 
 Usage: python benchmarks/sweep_throughput.py [--mb 8] [--configs fprop:fp32,wgrad:fp32]
        [--repeat 3] [--jobs 1] [--batch FILE] [--match REGEX] [--no-cli]
-Isolation (issue 27): the same sweep with every check in this process (no supervised worker) is
+Isolation: the same sweep with every check in this process (no supervised worker) is
 timed too, in this process (the worker warm: what each check pays) and in fresh processes
 (Python's start and the worker's included: what a user's command pays); target <= 1.05.
-Targets (issues 11, 18): sweep time <= 1.5 x the peers on 2 CPU cores at --mb 8; on a GPU
+Targets: sweep time <= 1.5 x the peers on 2 CPU cores at --mb 8; on a GPU
 at --mb 32, per-check overhead <= 1.3 (geometric mean, fprop fp32), the first check of a
 process at most 1 s more than a later one, ``convcheck check`` at most 6 s wall.
 """
@@ -257,4 +257,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, 'What a sweep costs', __doc__))

@@ -106,4 +106,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, "What the Winograd bound's magnitudes cost", __doc__))

@@ -1,3 +1,5 @@
+"""``python -m convcheck``: the same command as ``convcheck``."""
+
 import sys
 
 from .cli.main import main

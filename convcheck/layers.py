@@ -35,3 +35,49 @@ def layer_of(module: str) -> str:
     if "." not in module:
         return "top"
     raise KeyError(f"convcheck.{module} is in no layer: put it in the package of the one it belongs to")
+
+
+#: What each layer holds, as docs/architecture.md's layout says it.
+ROLES = {
+    "base": "the vocabulary every layer shares",
+    "problem": "what to compute, and where problems come from",
+    "numerics": "the error model: bounds and the magnitudes they are built from",
+    "check": "one check: implementations, plants, fill, comparison, spec, diagnosis, the pipeline",
+    "check/backends": "the implementations convcheck can run, each imported only when it is used",
+    "campaign": "many checks: workers, sweeps, records, rerun, diff, matrix, shrink, hunt",
+    "output": "evidence text, standalone scripts, the HTML report",
+    "api": "the Python asserts and function checks",
+    "cli": "the command line, its options and its reference",
+}
+
+
+def layout() -> str:
+    """The package's modules, layer by layer, each with the first line of its docstring (the text of
+    docs/architecture.md's layout; tests/test_docs.py holds the page to it)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+
+    def first_line(path: Path) -> str:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        line = " ".join(doc.split("\n\n")[0].split())
+        return line if len(line) <= 100 else line[:97].rstrip() + "..."
+
+    def folder(rel: str, depth: int) -> list[str]:
+        here = root / rel
+        pad = "  " * depth
+        lines = [f"{pad}{rel.split('/')[-1] + '/':<{22 - len(pad) + 2}} {ROLES[rel]}"]
+        for path in sorted(here.glob("*.py")):
+            if path.name != "__init__.py":
+                lines.append(f"{pad}  {path.name:<{22 - len(pad)}} {first_line(path)}")
+        for sub in sorted(p for p in here.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+            lines.extend(folder(f"{rel}/{sub.name}", depth + 1))
+        return lines
+
+    out = ["convcheck/"]
+    for path in sorted(root.glob("*.py")):
+        out.append(f"  {path.name:<22} {first_line(path)}")
+    for layer in ORDER:
+        out.extend(folder(layer, 1))
+    return "\n".join(line.rstrip() for line in out) + "\n"

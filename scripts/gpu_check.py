@@ -175,7 +175,7 @@ def main() -> int:
         checks.append((f"{dtype} NHWC lesson", parse_descriptor(LESSON, dtype=dtype, layout="nxc"), None, "passed", "elementwise"))
     for dtype in ("fp32", "fp16", "bf16"):
         checks.append((f"exact {dtype}", parse_descriptor("mb8ic64ih28oc64oh28kh3ph1", dtype=dtype), None, "passed", "exact"))
-    checks.append(("lesson bound (seed rule)", parse_descriptor(LESSON), None, "passed", "lesson"))
+    checks.append(("lesson bound (the lesson's rule)", parse_descriptor(LESSON), None, "passed", "lesson"))
     for bug in ("padding", "element", "tf32-inputs", "fp16-output", "nhwc-as-nchw", "row-unwritten"):
         checks.append((f"planted bug: {bug}", parse_descriptor("g2mb2ic16ih14oc16oh14kh3ph1"), bug, "failed", "elementwise"))
     for label, problem, bug, expected, bound in checks:

@@ -27,6 +27,24 @@ def test_compare_speed_times_both_verdicts_against_reading_the_outputs():
     assert "the time to read both outputs once" in out
 
 
+def test_a_benchmark_writes_its_page_with_where_when_and_how_it_ran(tmp_path):
+    page = tmp_path / "pages" / "compare.md"
+    out = _run("compare_speed.py", "--layers", "1", "--repeat", "1", "--write", str(page))
+    text = page.read_text()
+    assert text.startswith("# Speed of the comparison") and "## Output" in text
+    for field in ("Commit", "Machine", "Date", "Command"):
+        assert f"- **{field}:** " in text, field
+    assert "`python benchmarks/compare_speed.py --layers 1 --repeat 1`" in text  # --write is not part of it
+    row = next(line for line in out.splitlines() if line.startswith("| resnet_50:"))
+    assert row in text  # the page holds the run's own output, its tables kept as tables
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "compare_speed.py"), "--write",
+                           str(blocked / "page.md")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "cannot write there" in proc.stderr
+    assert "resnet_50" not in proc.stdout  # refused before the run, not after it
+
+
 def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     out = _run("sweep_throughput.py", "--match", "res2a_branch2a", "--mb", "1", "--repeat", "1", "--configs", "fprop:fp32,wgrad:fp16")
     rows = [line for line in out.splitlines() if line.startswith("| resnet_50:")]
@@ -47,12 +65,12 @@ def test_shrink_and_hunt_benchmark_shrinks_one_layer_per_bug_to_its_smallest_pro
 
 @pytest.mark.half
 def test_given_data_benchmark_smoke_run_has_no_false_alarm_and_misses_nothing_visible():
-    """The given-data benchmark (README "Given data") on two shapes per direction, one seed."""
+    """The given-data benchmark (docs/measurements/given_data.md) on two shapes per direction, one seed."""
     out = _run("given_data.py", "--quick")
     assert "judged, 0 false alarms" in out, out
     head = next(line for line in out.splitlines() if line.startswith("### Bugs on given data"))
     caught, visible = head.split("asserts catch ")[1].split(" visible")[0].split(" of ")
-    # visible: 3x the largest correct error, torch's staged half precision included (README "Given data")
+    # visible: 3x the largest correct error, torch's staged half precision included (docs/measurements/given_data.md)
     assert int(caught) >= 0.99 * int(visible) and int(visible) > 300, head
 
 

@@ -1,4 +1,4 @@
-"""The README's documented commands and examples, walked as a newcomer on the light install would.
+"""The commands of the README and docs/, and the examples, walked as a newcomer on the light install would.
 
 The light install (``bash scripts/setup.sh`` on a CPU machine) has torch, NumPy and rich: no cuDNN
 frontend, no CuPy, no pytest, no matplotlib, no Ray. Here those packages are hidden from each
@@ -47,6 +47,8 @@ sys.meta_path[:] = [_NotInstalled(f) for f in sys.meta_path]
 #: (README command, exit code on the light install). The cuDNN-only ones are refused in one line.
 COMMANDS = [
     ("convcheck check mb2ic16ih14oc8oh14kh3ph1", 0),
+    ("convcheck check mb8ic64ih56oc64oh56kh3ph1 --dtype fp16 --direction wgrad", 0),
+    ("convcheck check mb2ic256ih14oc256oh14kh3ph1 --backend examples/11_your_conv_function.py:conv2d", 0),
     ("convcheck model examples/09_small_net.py:SmallNet --input 8,3,32,32 --data activations --out net.jsonl", 0),
     ("convcheck model torchvision.models:resnet50 --input 8,3,224,224 --dtype fp16 --direction wgrad", 2),
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --out r50.jsonl", 0),
@@ -62,6 +64,7 @@ COMMANDS = [
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 32 --gpus all --out r.jsonl", 3),
     ("convcheck sweep --random 1000 --ray --out r.jsonl", 3),
     ("convcheck matrix --cudnn 9.27.0.42 --cudnn 9.28.0.42 -- --batch cases/benchdnn/shapes_resnet_50 --mb 1", 3),
+    ("convcheck matrix --cudnn 9.19.0.56 --cudnn 9.28.0.42 -- --batch cases/benchdnn/shapes_resnet_50 --mb 8", 3),
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --all-engines --out eng.jsonl", 3),
     ("convcheck graph mb2ic16ih14oc8oh14kh3ph1", 3),
     ("convcheck env", 0),
@@ -70,6 +73,14 @@ COMMANDS = [
      "--algorithm winograd:4", 1),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_fft --algorithm fft", 0),
 ]
+#: Commands that need the test install (pytest), walked in the full environment.
+FULL = [
+    "python -m pytest examples/08_assert_in_pytest.py -q",
+    "python -m pytest examples/11_your_conv_function.py -q",
+    "python -m pytest examples/12_winograd_kernel.py -q",
+]
+#: The pages whose commands are walked (the measurement pages name benchmark runs of hours instead).
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 #: Examples on the light install (README "Examples"): 08, 11 and 12 are pytest files, 10 needs the frontend.
 EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3, "12_winograd_kernel.py": 3}
 
@@ -105,13 +116,20 @@ def test_the_light_install_is_simulated(light):
 
 
 def test_every_documented_command_is_in_this_walk():
-    text = (REPO / "README.md").read_text()
-    documented = {line.split("#")[0].strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+    documented = {line.split("#")[0].strip() for page in PAGES
+                  for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
                   for line in block.splitlines() if line.strip().startswith(("convcheck ", "python "))}
-    walked = {c for c, _ in COMMANDS}
+    walked = {c for c, _ in COMMANDS} | set(FULL) | {f"python examples/{name}" for name in EXAMPLES_RUN}
     missing = {c for c in documented if not any(c.startswith(w) or w.startswith(c) for w in walked)
                and "old.jsonl" not in c}
     assert not missing, missing
+
+
+@pytest.mark.parametrize("line", FULL)
+def test_a_documented_command_that_needs_the_test_install(line, tmp_path):
+    done = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
 
 
 @pytest.mark.parametrize("line,code", COMMANDS, ids=[c.split(" --")[0][:60] for c, _ in COMMANDS])
@@ -125,7 +143,10 @@ def test_a_documented_command_on_the_light_install(light, line, code):
         assert len(errors) == 1, done.stderr
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "examples").glob("*.py") if not p.name.startswith("_")))
+EXAMPLES_RUN = sorted(p.name for p in (REPO / "examples").glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("name", EXAMPLES_RUN)
 def test_an_example_on_the_light_install(light, name):
     work, env = light
     done = _run(f"python examples/{name}", work, env)

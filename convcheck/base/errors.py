@@ -7,7 +7,7 @@ command line prints its message (one line, no traceback) and exits with its
 
 from __future__ import annotations
 
-#: Exit codes of the ``convcheck`` command, documented in the README.
+#: Exit codes of the ``convcheck`` command, documented in the README and docs/cli.md.
 EXIT_PASS = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2

@@ -6,7 +6,7 @@ fails). So a command that runs checks never runs them in its own process: a
 :class:`Supervisor` starts worker processes, hands each one task at a time and watches it.
 
 - Workers are *spawned* (a fresh ``python -m convcheck.campaign.workers``, never a fork), each in
-  its own session (a Ctrl-C at the terminal goes to the supervisor alone, which ends
+  its own process group (setsid: a Ctrl-C at the terminal goes to the supervisor alone, which ends
   them), and die with the supervisor (Linux ``PR_SET_PDEATHSIG``, and a watch on the
   parent for the rest). The supervisor itself never runs a check, so it never creates a
   CUDA context.
@@ -196,7 +196,7 @@ class _Worker:
         except subprocess.TimeoutExpired:  # closed its socket but lives on: end it
             code = self.kill()
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left behind in its session
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left behind in its process group
         except (ProcessLookupError, PermissionError):
             pass
         self.conn.close()

@@ -28,7 +28,7 @@ EPILOG = "exit codes: 0 pass, 1 mismatch, 2 bad input, 3 backend unavailable or 
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that exits with our bad-input code (2 is argparse's too) and one line."""
+    """argparse that exits with convcheck's bad-input code (2 is argparse's too) and one line."""
 
     def error(self, message):
         print(f"convcheck: error: {message} (see '{self.prog} --help')", file=sys.stderr)
@@ -114,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch64 (default; float64, cuDNN disabled) or torch (the lesson's fp32 convolution; default with --bound lesson)")
     diagnose = next(o for o in check_options() if o.name == "diagnose")  # the one option, as every check command has it
     l.add_argument(diagnose.flag, dest=diagnose.name, **diagnose.argparse)
-    l.add_argument("--json", action="store_true")
-    l.add_argument("--evidence", metavar="FILE")
+    l.add_argument("--json", action="store_true", help="print one JSON record instead of the report")
+    l.add_argument("--evidence", metavar="FILE", help="write the report and the JSON record (with all versions) to FILE")
     l.add_argument("--repro", metavar="FILE",
                    help="also write a standalone script that runs the lesson's x and w through cuDNN (saved beside it as .npy)")
 
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     _record_args(r)
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="print the rerun's JSON record instead of the report")
     _timeout_arg(r)
 
     k = sub.add_parser("shrink", help="from a failed record to the smallest problem that still fails the same way",
@@ -187,10 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--quiet", action="store_true", help="no progress output")
 
     d = sub.add_parser("diff", help="what changed between two sweeps")
-    d.add_argument("a")
-    d.add_argument("b")
+    d.add_argument("a", metavar="A.jsonl", help="the first sweep file (the one before)")
+    d.add_argument("b", metavar="B.jsonl", help="the second sweep file (the one after)")
     d.add_argument("--factor", type=_factor, default=10.0, help="report error/bound ratios that moved by more than this (> 1)")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="print the differences as one JSON object")
 
     m = sub.add_parser("matrix", help="the same sweep under several versions (one environment each), then the diff",
                        epilog="example: convcheck matrix --cudnn 9.19.0.56 --cudnn 9.28.0.42 -- --batch cases/benchdnn/shapes_resnet_50 --mb 8")
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--pictures", type=_at_least(0), default=5, help="how many failed/worst cases to re-run and draw")
 
     e = sub.add_parser("env", help="every version that matters to a result")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="print every version as one JSON object")
 
     g = sub.add_parser("graph", help="print the cuDNN graph that would be built (no GPU needed)", epilog=EPILOG)
     _problem_args(g)

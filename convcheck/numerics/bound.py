@@ -9,7 +9,7 @@ Four names, selected with ``--bound`` (DESIGN.md 3 and 3b):
     own inputs) are always judged by ``elementwise`` in its rigorous, any-data form, then
     (``level="probable"``, the default) by what correct fp32 summation gives on that data
     (:mod:`convcheck.numerics.probable`); a failure names the level it failed.
-    README "The verdict at depth" has the measurements behind this choice.
+    docs/measurements/verdicts_at_depth.md has the measurements behind this choice.
 
 ``elementwise``
     Per element, from first principles. Terms ``t_i = x_i*w_i``, ``A = sum|t_i|``,

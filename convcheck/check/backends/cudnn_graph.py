@@ -694,7 +694,7 @@ def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heurist
 
 
 def plan_notes(problem: ConvProblem, heuristics=HEURISTICS) -> tuple[dict, str]:
-    """Numerical notes of every plan, as far as the frontend lets us see them.
+    """Numerical notes of every plan, as far as the frontend shows them.
 
     The Python bindings expose behaviour notes per plan but not numerical notes;
     the note *filters* do see them. So, per note, a fresh graph with the same plans
