@@ -81,3 +81,21 @@ def layout() -> str:
     for layer in ORDER:
         out.extend(folder(layer, 1))
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def with_layout(page: str) -> str:
+    """``page`` with its layout block (the text block that starts ``convcheck/``) made the package's own."""
+    start = page.index("```text\nconvcheck/\n") + len("```text\n")
+    end = page.index("```", start)
+    return page[:start] + layout() + page[end:]
+
+
+if __name__ == "__main__":  # python -m convcheck.layers --write docs/architecture.md
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:2] == ["--write"] and len(sys.argv) == 3:
+        page = Path(sys.argv[2])
+        page.write_text(with_layout(page.read_text()))
+    else:
+        sys.stdout.write(layout())

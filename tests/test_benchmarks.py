@@ -50,6 +50,7 @@ def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     rows = [line for line in out.splitlines() if line.startswith("| resnet_50:")]
     assert len(rows) == 2 and all("| passed |" in row for row in rows), out
     assert "ratio" in out and "stages: fill" in out and "| wgrad fp16 | 1 |" in out
+    assert "| sweep/peers, warm | sweep/peers, cold |" in out and "ratio to warm | peers ms, cold |" in out
     assert "in a fresh process (Python's start included)" in out
     assert out.count("isolation (supervised worker) against the same checks in this process") == 2
     assert "in a fresh process, Python's start included" in out  # what isolation costs a user's command

@@ -159,10 +159,10 @@ def test_the_tutorial_takes_every_example_in_order_with_its_command():
 
 
 def test_the_layout_is_the_package():
-    from convcheck.cli.reference import with_layout
+    from convcheck.layers import with_layout
 
     text = (REPO / "docs" / "architecture.md").read_text()
-    assert text == with_layout(text), "python -m convcheck.cli.reference --write docs/cli.md --layout docs/architecture.md"
+    assert text == with_layout(text), "python -m convcheck.layers --write docs/architecture.md"
     modules = [p for p in (REPO / "convcheck").rglob("*.py") if p.name != "__init__.py"]
     assert all(f" {p.name} " in text for p in modules)
 

@@ -257,7 +257,7 @@ def test_a_numpy_convolution_in_nhwc_and_hwio_is_judged_as_written_in_three_line
     casts to fp16 inside fails. At the question's 2x2 size and at ResNet-50's res2a_branch2b."""
     import numpy as np
 
-    from tests.seed_numpy_conv import conv_forward_naive, conv_fp16_inside
+    from tests.question_numpy_conv import conv_forward_naive, conv_fp16_inside
 
     for n, h, c, k, o, pad in ((1, 2, 1, 2, 1, 0), (1, 56, 64, 3, 64, 1)):
         rng = np.random.default_rng(5179)

@@ -52,6 +52,8 @@ COMMANDS = [
     ("convcheck model examples/09_small_net.py:SmallNet --input 8,3,32,32 --data activations --out net.jsonl", 0),
     ("convcheck model torchvision.models:resnet50 --input 8,3,224,224 --dtype fp16 --direction wgrad", 2),
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --out r50.jsonl", 0),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --backend tests/question_numpy_conv.py:conv_forward_naive "
+     "--convention nhwc,hwio,numpy --out question.jsonl", 0),
     ("convcheck repro r50.jsonl --index 7 -o conv_bug.py", 0),
     ("python conv_bug.py", 3),
     ("convcheck check mb2ic16ih14oc8oh14kh3ph1 --repro conv_bug2.py", 0),
@@ -92,7 +94,7 @@ def light(tmp_path_factory):
     site = work / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITE)
-    for name in ("cases", "examples"):
+    for name in ("cases", "examples", "tests"):
         os.symlink(REPO / name, work / name)
     env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{REPO}")
     env.pop("CONVCHECK_ONEDNN", None)

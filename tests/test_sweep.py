@@ -16,6 +16,11 @@ from convcheck.campaign.records import read_records, record_key
 
 from .conftest import REPO, run_cli
 
+#: torch's known bugs on some CPUs (bf16 with output width 1 on AMX tiles): a sweep of random problems
+#: that asserts torch is right names them, so that they are counted apart on the CPUs that have them
+KNOWN = ["--expect-fail", str(REPO / "cases" / "known_failures" / "torch_cpu.txt")]
+RIGHT = {"passed", "known-failure"}
+
 
 def lines(path):
     with open(path, encoding="utf-8") as f:
@@ -67,7 +72,7 @@ def test_one_bad_problem_never_stops_the_sweep(tmp_path):
 def test_a_real_signal_leaves_every_finished_record_and_resume_finishes(tmp_path, sig, code):
     out = tmp_path / "s.jsonl"
     args = [sys.executable, "-m", "convcheck", "sweep", "--random", "400", "--seed", "1", "--out", str(out),
-            "--backend", "torch", "--device", "cpu"]
+            "--backend", "torch", "--device", "cpu", *KNOWN]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
@@ -82,7 +87,7 @@ def test_a_real_signal_leaves_every_finished_record_and_resume_finishes(tmp_path
     resumed = subprocess.run(args + ["--resume", "--quiet"], capture_output=True, text=True, env=env, timeout=600)
     total = lines(out)
     assert len(total) == len({r["key"] for r in total}) == 400
-    assert {r["status"] for r in total} <= {"passed", "unsupported"}, {r["status"] for r in total}
+    assert {r["status"] for r in total} <= RIGHT | {"unsupported"}, {r["status"] for r in total}
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
 
@@ -168,7 +173,7 @@ def test_a_killed_worker_costs_only_its_problem(tmp_path):
     out = tmp_path / "s.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "convcheck", "sweep", "--random", "60", "--seed", "8", "--jobs", "2",
-                             "--out", str(out), "--backend", "torch", "--device", "cpu", "--quiet"],
+                             "--out", str(out), "--backend", "torch", "--device", "cpu", "--quiet", *KNOWN],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
@@ -183,7 +188,8 @@ def test_a_killed_worker_costs_only_its_problem(tmp_path):
     assert len(died) <= 1  # the worker may have been between two problems: then nobody is blamed
     for r in died:
         assert "SIGKILL" in r["message"] and r["crash"]["signal"] == "SIGKILL" and r["crash"]["worker_pid"] == workers[0]
-    assert {r["status"] for r in recs if r not in died} == {"passed"}  # nothing else broke: torch is right
+    assert "passed" in {r["status"] for r in recs} <= RIGHT | {"crashed"}  # nothing else broke: torch is right
+    assert {r["status"] for r in recs if r not in died} <= RIGHT
     assert proc.returncode == (1 if died else 0)  # a crash is a finding, as a wrong answer is
 
 
@@ -303,7 +309,7 @@ def test_a_sweep_killed_outright_keeps_every_record_it_wrote_and_resume_finishes
     (they reach the OS as each check ends; only the disk sync is grouped), and --resume completes it."""
     out = tmp_path / "s.jsonl"
     args = [sys.executable, "-m", "convcheck", "sweep", "--random", "300", "--seed", "3", "--out", str(out),
-            "--backend", "torch", "--device", "cpu", "--quiet"]
+            "--backend", "torch", "--device", "cpu", "--quiet", *KNOWN]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
@@ -318,7 +324,7 @@ def test_a_sweep_killed_outright_keeps_every_record_it_wrote_and_resume_finishes
     resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, env=env, timeout=600)
     total = lines(out)
     assert len(total) == len({r["key"] for r in total}) == 300, resumed.stderr
-    assert resumed.returncode == 0 and {r["status"] for r in total} <= {"passed", "unsupported"}
+    assert resumed.returncode == 0 and {r["status"] for r in total} <= RIGHT | {"unsupported"}
 
 
 def test_records_reach_the_disk_in_groups_of_a_stated_size(tmp_path, monkeypatch):

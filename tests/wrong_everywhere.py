@@ -34,3 +34,13 @@ def slow(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
     time.sleep(1.0)
     return scaled(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conventional(x, w, strides, padding, dilations=1, groups=1):
+    """Called as ``--convention nhwc,hwio,numpy,same`` says: NumPy arrays, channels last, TensorFlow's
+    weights and padding ('SAME' or 'VALID'); torch's answer, negated."""
+    import numpy as np
+
+    y = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
+                                   stride=strides, padding=padding.lower(), dilation=dilations, groups=groups)
+    return np.ascontiguousarray(-y.permute(0, 2, 3, 1).numpy())

@@ -45,6 +45,7 @@ from typing import Any, Sequence
 from ..check.compare import error_ratio_map, to_torch
 from ..numerics.fast_bound import parse_algorithm
 from ..base.inputs import ConvInputs
+from ..base.layout import DATA_ORDERS, WEIGHT_ORDERS, logical_axes
 from ..problem.descriptor import ConvProblem, torch_padding
 
 _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -231,27 +232,19 @@ def _prefix(msg: str | None) -> str:
     return f"{msg}\n" if msg else ""
 
 
-#: Other frameworks' layouts, as the axes of the logical order (N, C, spatial...; K, C/g, kernel...) they hold.
-LAYOUTS = ("nchw", "nhwc")
-WEIGHT_LAYOUTS = ("oihw", "hwio", "ohwi")
+LAYOUTS, WEIGHT_LAYOUTS = DATA_ORDERS, WEIGHT_ORDERS
 
 
 def _to_logical(t, layout: str, role: str):
     """``t`` (torch) from another framework's layout to convcheck's logical order: NHWC (TensorFlow, JAX,
     NumPy code) to NCHW; HWIO (TensorFlow) or OHWI to OIHW. A view, no copy."""
     layout = layout.lower()
-    nd = t.dim() - 2
     if role == "weight":
         if layout not in WEIGHT_LAYOUTS:
             raise ValueError(f"weight_layout {layout!r}: expected one of {', '.join(WEIGHT_LAYOUTS)}")
-        if layout == "hwio":  # [*kernel, C/g, K] -> [K, C/g, *kernel]
-            return t.permute(nd + 1, nd, *range(nd))
-        if layout == "ohwi":  # [K, *kernel, C/g]
-            return t.permute(0, nd + 1, *range(1, nd + 1))
-        return t
-    if layout not in LAYOUTS:
+    elif layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)} (channels last for any rank)")
-    return t.permute(0, nd + 1, *range(1, nd + 1)) if layout == "nhwc" else t
+    return t.permute(*logical_axes(t.dim(), layout))
 
 
 def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,

@@ -92,7 +92,7 @@ def _backend_names(fn, directions: Iterable[str]) -> dict[str, str]:
 def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *, directions=("fprop",),
                         dtypes=("fp32",), layouts=("nchw",), device: str | None = None, seeds: int = 1,
                         mb: int | None = None, dims=(1, 2, 3), bound: str | None = None,
-                        plant: str | None = None, algorithm: str | None = None,
+                        plant: str | None = None, algorithm: str | None = None, convention: str | None = None,
                         diagnose: float | None = None) -> list[dict]:
     """Check ``fn`` on every problem x direction x dtype x layout x seed; return the records
     (the same JSON-able dicts a sweep writes). ``fn``: one callable for every direction asked,
@@ -103,6 +103,9 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     ``:onednn`` or its points) to be judged by that algorithm's bound (:mod:`convcheck.numerics.fast_bound`;
     problems it cannot compute, strided or 1x1 ones, are ``unsupported`` records). ``diagnose``: each
     failure's diagnosis budget in seconds (0: none; None: scaled to the check; :mod:`convcheck.check.diagnose`).
+    ``convention``: how your function takes its arguments where it is not torch's way, e.g.
+    ``"nhwc,hwio,numpy"`` for NumPy code with channels-last input and TensorFlow's weights, called with
+    its other arguments by their names (:mod:`convcheck.check.backends.conventions`).
 
     The checks run in a supervised worker process (:mod:`convcheck.campaign.workers`): a segfault,
     an abort, ``sys.exit``/``os._exit`` or a hang (past the automatic time limit) of your
@@ -111,11 +114,15 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     function) is checked in this process instead, and every record says so."""
     from ..check.backends.user_function import not_shippable
     from ..check.judging import declared
+    from ..check.backends.conventions import canonical
+    from ..check.spec import CheckSpec
     from ..campaign.sweep import Item, SweepOptions, SupervisedExecutor, check_item
 
     names = _backend_names(fn, directions)
-    for name in set(names.values()):  # a declaration that cannot be taken is one error, before any check
+    convention = canonical(convention)
+    for name in set(names.values()):  # a declaration or a call that cannot be taken is one error, before any check
         declared(algorithm, name, plant, bound)
+        CheckSpec(backend=name, convention=convention).check_call()
     todo = []
     for p in problems_from(problems, mb):
         if p.ndim not in dims:
@@ -130,7 +137,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                         # a sweep's own record of one problem: your function's failures (it raised,
                         # or returned the wrong shape or type) become error records, as in a sweep
                         options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant,
-                                               algorithm=algorithm, diagnose=diagnose)
+                                               algorithm=algorithm, convention=convention, diagnose=diagnose)
                         todo.append((len(todo), Item("python", q), options))
     functions = list(fn.values()) if isinstance(fn, Mapping) else [fn]
     why = next((r for r in map(not_shippable, functions) if r), None)

@@ -42,3 +42,31 @@ def allocate(xp: Any, shape: Sequence[int], dtype: Any, channels_last: bool = Fa
 def element_strides(array: Any) -> list[int]:
     """Strides in elements of a NumPy/CuPy array (their ``.strides`` are in bytes)."""
     return [s // array.itemsize for s in array.strides]
+
+
+#: Other frameworks' orders of a tensor's axes (not its memory: its shape). Data (x, y, dx, dy):
+#: channels first (torch's: N, C, spatial...) or last (TensorFlow's, JAX's, most NumPy code's:
+#: N, spatial..., C), for any rank. Weights: torch's OIHW, TensorFlow's HWIO (kernel..., C/g, K)
+#: or OHWI (K, kernel..., C/g).
+DATA_ORDERS = ("nchw", "nhwc")
+WEIGHT_ORDERS = ("oihw", "hwio", "ohwi")
+
+
+def framework_axes(rank: int, order: str) -> tuple[int, ...]:
+    """The permutation that takes a tensor of ``rank`` axes from convcheck's logical order
+    (N, C, spatial...; K, C/g, kernel...) to ``order``: ``logical.permute(framework_axes(...))``."""
+    nd = rank - 2
+    spatial = tuple(range(2, 2 + nd))
+    if order in ("nchw", "oihw"):
+        return tuple(range(rank))
+    if order in ("nhwc", "ohwi"):
+        return (0, *spatial, 1)
+    if order == "hwio":
+        return (*spatial, 1, 0)
+    raise ValueError(f"unknown axis order {order!r}: expected one of {', '.join(DATA_ORDERS + WEIGHT_ORDERS)}")
+
+
+def logical_axes(rank: int, order: str) -> tuple[int, ...]:
+    """The inverse of :func:`framework_axes`: from ``order`` back to convcheck's logical order."""
+    forward = framework_axes(rank, order)
+    return tuple(forward.index(a) for a in range(rank))

@@ -35,6 +35,8 @@ def record_key(rec: dict) -> str:
         key += f"|pinned={rec['engine_pinned']}"
     if rec.get("algorithm"):  # the fast algorithm a function declared: winograd:4 and winograd:6 are two checks
         key += f"|algorithm={rec['algorithm']}"
+    if rec.get("convention"):  # your function called as NHWC NumPy or as torch's: two calls
+        key += f"|convention={rec['convention']}"
     if rec.get("contract"):  # your function judged as staged or as fp32 sums: two verdicts
         key += f"|contract={rec['contract']}"
     level = rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None)

@@ -551,6 +551,7 @@ def resolved(options: SweepOptions) -> SweepOptions:
         options = replace(options, backend="cudnn", reference=reference, device="cuda", bound=bound)
     else:
         plan = resolve(options.backend, options.reference, options.device)
+        options.check_call(plan.backend)  # a function that cannot be called as asked: said once, not a record each
         if options.heuristics and plan.backend != "cudnn":
             raise BadInput(f"heuristics modes apply to the cudnn backend only; this sweep checks {plan.backend}",
                            option="heuristics")
@@ -568,6 +569,8 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     workers unless ``executor`` says otherwise. ``resume`` skips the problems already
     recorded, crashed and timed-out ones too unless ``retry_crashed``."""
     options = resolved(options)
+    for direction in sorted({item.problem.direction for item in items if item.problem is not None}):
+        options.check_call(options.backend, direction)  # your function in each direction it is asked for
     prior = prepare_out(out, resume)
     if not quiet:
         for note in options.notes + ((prior.message,) if prior.message else ()):

@@ -121,6 +121,7 @@ class CheckResult:
     judged_as: str = ""
     algorithm: str | None = None  # what your function declared it computes by (convcheck.numerics.fast_bound), None: direct
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.numerics.rounding), as asked
+    convention: str | None = None  # how your function took its arguments (convcheck.check.backends.conventions); None: torch's way
     level: str | None = None  # how given data was judged: probable or rigorous (convcheck.numerics.probable); None: own fill
     #: the cuDNN plan asked for (--engine), by the name of the plan that ran: an index picks another plan
     #: under another frontend release (1.32 drops duplicate (engine, knobs) pairs), a name the same one
@@ -185,6 +186,8 @@ class CheckResult:
             rec["algorithm"] = self.algorithm
         if self.contract:  # how your function was allowed to have computed: rerun and repro judge it so again
             rec["contract"] = self.contract
+        if self.convention:  # how your function was called: rerun, shrink and hunt call it so again
+            rec["convention"] = self.convention
         if self.level:  # given data's level: part of the record's key (a rigorous and a probable verdict differ)
             rec["level"] = self.level
         if self.engine_pinned:  # rerun and shrink run this plan again, by name
@@ -436,7 +439,8 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, spec.reference, spec.device, require=True)
-    options = {}
+    spec.check_call(plan.backend)
+    options = {"convention": spec.convention} if spec.convention else {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
             raise BadInput("an engine, repeats and heuristics modes apply to the cudnn backend only")
@@ -450,7 +454,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
                          algorithm=how.declared.text if how.declared else None,
-                         contract=how.contract, level=how.level)
+                         contract=how.contract, level=how.level, convention=spec.convention)
     try:
         with device_scope(plan):
             clock = StageClock(plan)

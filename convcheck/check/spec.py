@@ -2,8 +2,8 @@
 
 A spec holds every choice that can change a check's verdict: the problem (which carries its
 dtype, layout, direction, mode and fusion), the implementation under test and its device, the
-reference, the bound and its level, your function's half-precision contract and declared fast
-algorithm, a planted bug, the seed, for cuDNN the plan (by name or index), its heuristics and
+reference, the bound and its level, your function's half-precision contract, declared fast
+algorithm and calling convention, a planted bug, the seed, for cuDNN the plan (by name or index), its heuristics and
 repeats, and where the inputs are drawn. Besides those it holds the limits a campaign puts on a
 check (memory, seconds), which never change a verdict.
 
@@ -33,6 +33,7 @@ class CheckSpec:
     level: str | None = None  # given data: probable (default) or rigorous (convcheck.numerics.probable)
     contract: str | None = None  # your function / given data in fp16/bf16: staged (default) or fp32
     algorithm: str | None = None  # how your function computes: None/"direct", "winograd:M...", "fft"
+    convention: str | None = None  # how your function takes its arguments (None: torch's way; .backends.conventions)
     plant: str | None = None  # a bug planted in the implementation under test (convcheck.check.plant)
     engine: str | int | None = None  # cuDNN: this plan, by name (or index) instead of the heuristics' first
     heuristics: tuple | None = None  # cuDNN heuristics modes (None: convcheck.check.backends.cudnn_graph.HEURISTICS)
@@ -56,6 +57,24 @@ class CheckSpec:
         from .judging import asked
 
         return asked(self.algorithm, self.plant)
+
+    def check_call(self, backend: str | None = None, direction: str | None = None) -> None:
+        """Refuse, before any check, what cannot be called as asked (BadInput): a convention for an
+        implementation that is not your function, or your function where its signature cannot take
+        the arguments torch's way or the convention's, for ``direction`` (default: the problem's; None:
+        any direction)."""
+        from .backends import is_user_function
+        from ..base.errors import BadInput
+
+        backend = backend or self.backend
+        if not is_user_function(backend):
+            if self.convention:
+                raise BadInput(f"says how your function takes its arguments; the {backend} backend is called "
+                               "by convcheck itself", option="convention")
+            return
+        from .backends.user_function import check_signature
+
+        check_signature(backend, self.convention, direction or (self.problem.direction if self.problem else None))
 
     def effective_contract(self, backend: str | None = None) -> str | None:
         """The contract that judges: your function's or a given answer's (default staged); None for an
@@ -108,6 +127,8 @@ class CheckSpec:
             out["engine_pinned"] = self.engine
         if fast is not None:
             out["algorithm"] = fast.text
+        if self.convention:
+            out["convention"] = self.convention
         contract = self.effective_contract()
         if contract:
             out["contract"] = contract
@@ -134,7 +155,8 @@ class CheckSpec:
         return cls(problem=problem_from_record(rec), backend=backend, reference=rec.get("reference"),
                    device=recorded_device(rec), seed=int(rec.get("seed") or 0),
                    bound=None if algorithm else rec.get("bound"), level=rec.get("level"),
-                   contract=rec.get("contract"), algorithm=algorithm, plant=rec.get("planted_bug"),
+                   contract=rec.get("contract"), algorithm=algorithm, convention=rec.get("convention"),
+                   plant=rec.get("planted_bug"),
                    engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None,
                    fill_device=rec.get("fill_device") or "cpu")
 
@@ -149,5 +171,5 @@ def recorded_device(rec: dict) -> str | None:
 
 #: The spec's fields that can change a verdict (the problem's own fields besides): what a record
 #: key holds. The limits (max_memory, timeout) and ``device`` are not among them.
-VERDICT_FIELDS = ("backend", "reference", "seed", "bound", "level", "contract", "algorithm", "plant", "engine",
-                  "all_engines")
+VERDICT_FIELDS = ("backend", "reference", "seed", "bound", "level", "contract", "algorithm", "convention", "plant",
+                  "engine", "all_engines")

@@ -77,6 +77,16 @@ def algorithm(text: str) -> str:
     return text
 
 
+def convention(text: str) -> str:
+    """--convention, checked and written canonically (convcheck.check.backends.conventions)."""
+    from ..check.backends.conventions import canonical
+
+    try:
+        return canonical(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def seconds(text: str) -> float:
     """--timeout: seconds, 0 for no limit."""
     try:
@@ -127,6 +137,7 @@ def _options() -> tuple[Option, ...]:
     from ..problem.descriptor import ACTIVATIONS, DIRECTIONS, DTYPES
     from ..numerics.rounding import CONTRACTS
     from ..check.diagnose import BUDGET_PER_CHECK, MIN_BUDGET_S
+    from ..check.backends.conventions import HELP as CONVENTION_HELP
 
     all_engines_why = {
         "hunt": "a hunt shrinks the failure of one plan; pin a plan with --engine NAME",
@@ -177,6 +188,8 @@ def _options() -> tuple[Option, ...]:
         Option("algorithm", "spec", {"type": algorithm, "default": "direct", "metavar": "ALGORITHM", **_help(
             __import__("convcheck.numerics.fast_bound", fromlist=["ALGORITHM_HELP"]).ALGORITHM_HELP)},
                examples=("winograd:2", "fft")),
+        Option("convention", "spec", {"type": convention, "metavar": "WORDS", **_help(CONVENTION_HELP)},
+               examples=("nhwc,hwio,numpy,same",)),
         Option("plant", "spec", {"choices": tuple(BUGS), **_help(
             "plant a bug in the implementation under test; its checks must fail")},
                examples=("padding", "winograd-coefficient")),
@@ -299,4 +312,7 @@ def spec_from_args(args, problem=None, data: str = "random"):
     if values.get("contract") and data != "given" and not is_user_function(values["backend"]):
         raise BadInput(f"says how your function or a given answer computed in fp16/bf16; the {values['backend']} "
                        "backend says how it computes itself", option="contract")
-    return CheckSpec(problem=problem, **values)
+    spec = CheckSpec(problem=problem, **values)
+    if spec.convention:
+        spec.check_call()  # a convention for no function of yours, or one your function cannot take: said now
+    return spec

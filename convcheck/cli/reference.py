@@ -1,8 +1,7 @@
 """The command-line reference (``docs/cli.md``), generated from the parser the command itself uses.
 
-``python -m convcheck.cli.reference --write docs/cli.md`` writes it (and ``--layout docs/architecture.md``
-the package layout on that page, from :func:`convcheck.layers.layout`); ``tests/test_docs.py`` fails when
-a page and the code differ, so neither can drift.
+``python -m convcheck.cli.reference --write docs/cli.md`` writes it; ``tests/test_docs.py`` fails when
+the page and the parser differ, so neither can drift.
 """
 
 from __future__ import annotations
@@ -101,23 +100,10 @@ def long_options() -> dict[str, set[str]]:
             for name, _, sub in _subcommands(build_parser())}
 
 
-def with_layout(page: str) -> str:
-    """``page`` with its layout block (the text block that starts ``convcheck/``) made the package's own."""
-    from ..layers import layout
-
-    start = page.index("```text\nconvcheck/\n") + len("```text\n")
-    end = page.index("```", start)
-    return page[:start] + layout() + page[end:]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m convcheck.cli.reference", description=__doc__.splitlines()[0])
     ap.add_argument("--write", metavar="FILE", help="write the page to FILE (default: print it)")
-    ap.add_argument("--layout", metavar="FILE", help="also replace the package layout in FILE (docs/architecture.md)")
     args = ap.parse_args(argv)
-    if args.layout:
-        page = Path(args.layout)
-        page.write_text(with_layout(page.read_text()))
     text = render()
     if args.write:
         Path(args.write).write_text(text)

@@ -119,7 +119,8 @@ def report_text(result: CheckResult) -> str:
         lines.append(f"CPU       {v['cpu']}" + (f" (torch: {v['cpu (torch)']})" if v.get("cpu (torch)") else ""))
     lines.append(f"libcudnn  {'; '.join(v.get('libcudnn_loaded', []))}")
     b = result.backend_info
-    lines.append(f"under test {_implementation(plan.backend, b)} on {plan.backend_device}")
+    lines.append(f"under test {_implementation(plan.backend, b)} on {plan.backend_device}"
+                 + (f", called as {result.convention} (convention)" if result.convention else ""))
     if b.get("kernel", {}).get("text"):  # which kernel ran, and why: the bound models that one (convcheck.numerics.rounding)
         lines.append(f"kernel    {b['kernel']['text']}")
     lines += _math_lines(b)

@@ -196,6 +196,9 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
     if rec.get("status") in ("invalid", "refused") or not rec.get("problem"):
         raise BadInput(f"record {record_label(rec)} holds no check of convcheck's own inputs ({rec.get('status')})")
     refuse_planted(rec)
+    if rec.get("convention"):
+        raise BadInput(f"record {record_label(rec)} called your function as {rec['convention']} (--convention): a "
+                       "standalone script calls it torch's way only; 'convcheck rerun' calls it as the check did")
     problem = problem_from_record(rec)
     if rec.get("algorithm") and not fast_file:
         raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {rec['algorithm']}: its "

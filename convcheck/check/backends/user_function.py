@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...base import dtypes
-from ...base.errors import BadInput
+from ...base.errors import BadInput, Unsupported
 from ...problem.descriptor import ConvProblem
 from ...base.targets import file_sha256, is_target, load_object
-from . import torch_conv
+from . import conventions, torch_conv
 
 SIGNATURES = {
     "fprop": "(input, weight, bias, stride, padding, dilation, groups), as torch.nn.functional.conv2d",
@@ -66,20 +66,21 @@ class UserFunction:
         """What a record's versions say about the function: its name and the hash of its file."""
         return {"user_function": f"{self.name} sha256:{self.sha256[:16]}"}
 
-    def run(self, problem: ConvProblem, inputs, device: str = "cpu"):
-        """Returns (your output, info dict). Your mistakes are BadInput naming the problem."""
+    def run(self, problem: ConvProblem, inputs, device: str = "cpu", convention: str | None = None):
+        """Returns (your output, info dict). Your mistakes are BadInput naming the problem. ``convention``:
+        how your function takes its arguments, where it is not torch's way (:mod:`.conventions`)."""
         storage = dtypes.torch_dtype(problem.dtype)
         x, w, dy, bias = torch_conv.as_checked(problem, inputs, device)
         try:
-            out, call = compute(problem, self.fn, x, w, dy, bias)
-        except BadInput:
+            out, call = compute(problem, self.fn, x, w, dy, bias, conventions.parse(convention), self.name)
+        except (BadInput, Unsupported):
             raise
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise BadInput(f"your function {self.name} raised {type(e).__name__}: {first} "
                            f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
         out = _as_result(self.name, problem, out, storage, call)
-        return out, {"called_with": call.as_dict(), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
+        return out, {"called_with": call.as_dict(), **({"convention": conventions.canonical(convention)} if convention else {}), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
                      "source": self.source, "device": str(out.device), "dtype": str(storage).replace("torch.", ""),
                      "x_strides": None if x is None else list(x.stride()), "result_strides": list(out.stride())}
 
@@ -164,31 +165,56 @@ def _embedded(dy, call: Call, problem: ConvProblem):
     return out
 
 
-def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None):
+def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None,
+            convention: "conventions.Convention | None" = None, name: str = ""):
     """(the problem's result (y with its fusion, dx or dw) from ``fn``, the :class:`Call`):
-    ``fn`` has torch's signature for the direction, and is called as :class:`Call` says.
-    A result of a shape that call cannot give is returned as it is (and refused)."""
+    ``fn`` has torch's signature for the direction, or takes its arguments as ``convention`` says,
+    and is called as :class:`Call` says. A result of a shape that call cannot give is returned as
+    it is (and refused)."""
     import torch
 
     spatial = tuple(range(2, 2 + problem.ndim))
     w_eff = w.flip(dims=spatial) if (w is not None and problem.mode == "conv") else w
-    call = call_for(problem)
-    args = (tuple(problem.stride), call.padding, tuple(problem.dilation), problem.groups)
+    if convention is not None and convention.padding == "same":  # TensorFlow's rule gives the problem's rows
+        call = Call(tuple(problem.pad_pre), (0,) * problem.ndim, tuple(problem.output), tuple(problem.output))
+    else:
+        call = call_for(problem)
+    if convention is None:
+        args = (tuple(problem.stride), call.padding, tuple(problem.dilation), problem.groups)
+        fprop, dgrad, wgrad = (lambda x_, w_: fn(x_, w_, bias, *args)), (lambda *a: fn(*a, *args)), (lambda *a: fn(*a, *args))
+    else:
+        fprop, dgrad, wgrad = conventions.callers(fn, convention, name, problem, call, bias)
     if problem.direction == "fprop":
-        y = fn(x, w_eff, bias, *args)
+        y = fprop(x, w_eff)
         if not call.exact and isinstance(y, torch.Tensor) and tuple(y.shape[2:]) == call.full:
             y = y[(slice(None), slice(None)) + call.kept]
         return (torch_conv.activation(problem.activation, y) if isinstance(y, torch.Tensor) else y), call
     if problem.direction == "wgrad":
-        dw = fn(x, tuple(problem.w_shape), _embedded(dy, call, problem), *args)
+        dw = wgrad(x, tuple(problem.w_shape), _embedded(dy, call, problem))
         return (dw.flip(dims=spatial) if (problem.mode == "conv" and isinstance(dw, torch.Tensor)) else dw), call
-    return fn(tuple(problem.x_shape), w_eff, _embedded(dy, call, problem), *args), call
+    return dgrad(tuple(problem.x_shape), w_eff, _embedded(dy, call, problem)), call
 
 
-def _check_signature(name: str, fn: Callable) -> None:
+def _check_callable(name: str, fn: Callable) -> None:
     if not callable(fn):
         raise BadInput(f"backend {name!r}: {type(fn).__name__} is not callable; expected a function "
                        f"{SIGNATURES['fprop']}")
+
+
+def check_signature(name: str, convention: str | None = None, direction: str | None = None) -> None:
+    """Refuse, before any check, a function that cannot take its arguments the way it will be called:
+    torch's seven positional ones, or as ``convention`` says (:func:`.conventions.callers`), for
+    ``direction`` (None: any; a dgrad or wgrad function takes three arguments in torch's places)."""
+    fn = load(name).fn
+    if convention:
+        if direction is None:
+            try:
+                conventions.parameters(fn, name, 2)
+            except BadInput:
+                conventions.parameters(fn, name, 3)
+        else:
+            conventions.parameters(fn, name, 2 if direction == "fprop" else 3)
+        return
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -198,7 +224,7 @@ def _check_signature(name: str, fn: Callable) -> None:
     except TypeError:
         raise BadInput(f"backend {name!r}: it takes {sig}; expected 7 positional arguments "
                        f"{SIGNATURES['fprop']} (dgrad, wgrad: the arguments of torch.nn.grad.conv2d_input, "
-                       "_weight)") from None
+                       "_weight), or its own way named by --convention (e.g. nhwc,hwio,numpy)") from None
 
 
 _LOADED: dict[tuple, UserFunction] = {}
@@ -219,7 +245,7 @@ def load(name: str) -> UserFunction:
     key = (name, stamp)
     if key not in _LOADED:
         fn, path = load_object(name, "backend")
-        _check_signature(name, fn)
+        _check_callable(name, fn)
         _LOADED[key] = UserFunction(name, fn, file_sha256(path), str(path) if path else "")
     return _LOADED[key]
 
@@ -236,7 +262,7 @@ def register(fn: Callable) -> str:
     """Make a Python callable a backend for this process; returns the name records give it
     (:func:`describe`; a later callable of the same name replaces it)."""
     name = describe(fn)
-    _check_signature(name, fn)
+    _check_callable(name, fn)
     try:
         path = inspect.getsourcefile(fn.func if isinstance(fn, functools.partial) else fn)
     except TypeError:
