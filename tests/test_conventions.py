@@ -111,3 +111,13 @@ def test_the_convention_is_in_the_record_key_and_rerun_calls_the_function_so_aga
     assert again.returncode == 0 and "reproduced exactly" in again.stderr, again.stderr
     script = run_cli("repro", str(out), "--index", "1", "-o", str(tmp_path / "r.py"))
     assert script.returncode == 2 and script.stderr.count("\n") == 1 and "torch's way only" in script.stderr
+
+
+@pytest.mark.parametrize("function,said", [
+    ("returns_a_list", "returned a list; expected a NumPy array"),
+    ("returns_nchw", "returned shape (2, 8, 9, 9); the fprop of mb2ic8ih9"),
+])
+def test_an_answer_of_the_wrong_kind_or_order_is_one_line(function, said):
+    done = run_cli("check", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{OTHER}:{function}", "--convention", "nhwc,ohwi,numpy")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    assert "in NHWC order has shape (2, 9, 9, 8)" in done.stderr or function == "returns_a_list"

@@ -151,9 +151,9 @@ def _ml_bfloat16():
     return ml_dtypes.bfloat16
 
 
-def _from_function(out, order: str, expected: tuple, name: str, problem: ConvProblem, device):
+def _from_function(out, order: str, expected: tuple, name: str, problem: ConvProblem, device, arrays: str):
     """Your function's answer, in ``order`` with ``expected`` logical shape, as a torch tensor in convcheck's
-    logical order on ``device``; anything else is returned as it is, to be refused by the caller."""
+    logical order on ``device``; anything else is refused (BadInput)."""
     import numpy as np
     import torch
 
@@ -163,7 +163,9 @@ def _from_function(out, order: str, expected: tuple, name: str, problem: ConvPro
         else:
             out = torch.from_numpy(np.ascontiguousarray(out))
     if not isinstance(out, torch.Tensor):
-        return out
+        raise BadInput(f"your function {name} returned a {type(out).__name__}; expected "
+                       f"{'a NumPy array' if arrays == 'numpy' else 'a torch.Tensor'} (on {problem.descriptor()}, "
+                       f"{problem.direction})", option="backend")
     axes = framework_axes(len(expected), order)
     want = tuple(expected[a] for a in axes)
     if tuple(out.shape) != want:
@@ -203,7 +205,7 @@ def callers(fn: Callable, convention: Convention, name: str, problem: ConvProble
         return tuple(shape[a] for a in framework_axes(len(shape), order))
 
     def back(out, order, shape, device):
-        return _from_function(out, order, tuple(shape), name, problem, device)
+        return _from_function(out, order, tuple(shape), name, problem, device, arrays)
 
     def fprop(x, w):
         full = (problem.mb, problem.oc, *call.full)
