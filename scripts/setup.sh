@@ -38,7 +38,7 @@ fi
 
 extras="$gpu_extra"
 if [ "$mode" = tests ]; then
-  extras="${gpu_extra:-cu12},test"  # the frontend and cuDNN for the graph-construction tests, GPU or not
+  extras="${gpu_extra:-cu12},test,runtimes"  # the frontend and cuDNN for the graph-construction tests, GPU or not; the runtimes' backends
 fi
 extras="${CONVCHECK_EXTRAS-$extras}"
 torch_version="${TORCH_VERSION:-2.13.0}"

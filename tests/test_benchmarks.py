@@ -250,3 +250,15 @@ def test_operand_slices_times_each_slice_against_the_whole_and_the_values_do_not
         proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "operand_slices.py"), *bad],
                               capture_output=True, text=True, timeout=60, cwd=REPO)
         assert proc.returncode == 2 and "error:" in proc.stderr.splitlines()[-1], proc.stderr
+
+
+def test_the_runtimes_benchmark_checks_each_runtime_as_shipped_and_at_full_precision():
+    from convcheck.check import backends
+
+    out = _run("runtimes.py", "--quick", "--runtimes", "onnxruntime,openvino")
+    for runtime in ("onnxruntime", "openvino"):
+        if backends.unavailable_reason(runtime, "cpu"):
+            assert f"| {runtime} | not run: " in out
+    if not backends.unavailable_reason("openvino", "cpu"):
+        assert "| openvino | --precision f32 | fprop | fp32 | 6 | 6 | 0 | 0 | 0 | INFERENCE_PRECISION_HINT f32 |" in out, out
+    assert "At full precision: 0 of " in out

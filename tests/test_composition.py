@@ -74,7 +74,8 @@ def test_every_verdict_option_names_examples():
     named = {o.name for o in verdict_options()}
     for o in options():
         if o.kind == "problem" or o.name in VERDICT_FIELDS:
-            assert o.name in named or o.name in ("backend", "device", "engine", "heuristics", "repeat", "all_engines"), \
+            assert o.name in named or o.name in ("backend", "device", "engine", "heuristics", "repeat", "all_engines",
+                                                "precision"), \
                 f"{o.flag} can change a verdict and names no example values for the composition test"
 
 

@@ -66,7 +66,7 @@ def test_the_main_job_set_up_on_a_cpu_machine_is_the_core_install():
 
 
 def test_the_test_set_up_adds_the_frontend_and_the_test_tools():
-    assert "pip install -e '.[cu12,test]'" in _plan("--tests")
+    assert "pip install -e '.[cu12,test,runtimes]'" in _plan("--tests")
 
 
 def test_a_gpu_driver_chooses_the_gpu_extra_of_its_cuda(tmp_path):

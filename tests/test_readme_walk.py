@@ -19,7 +19,8 @@ import pytest
 
 from .conftest import REPO
 
-HIDDEN = ("cudnn", "cupy", "cupy_backends", "pytest", "hypothesis", "matplotlib", "ray", "torchvision")
+HIDDEN = ("cudnn", "cupy", "cupy_backends", "pytest", "hypothesis", "matplotlib", "ray", "torchvision",
+          "jax", "jaxlib", "onnxruntime", "onnx", "openvino", "ml_dtypes")
 SITE = f'''
 import sys
 HIDDEN = {HIDDEN!r}
@@ -70,6 +71,13 @@ COMMANDS = [
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --all-engines --out eng.jsonl", 3),
     ("convcheck graph mb2ic16ih14oc8oh14kh3ph1", 3),
     ("convcheck env", 0),
+    ("convcheck check mb8ic64ih56oc64oh56kh3ph1 --backend openvino", 3),  # the runtimes extra is not installed
+    ("convcheck check mb8ic64ih56oc64oh56kh3ph1 --backend jax --direction wgrad --dtype bf16", 3),
+    ("convcheck check mb8ic64ih56oc64oh56kh3ph1 --backend onnxruntime --dtype fp16", 3),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 2 --backend openvino --out openvino.jsonl", 3),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 2 --backend openvino --precision f32 "
+     "--out openvino_f32.jsonl", 3),
+    ("convcheck diff openvino.jsonl openvino_f32.jsonl --across precision", 2),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d --algorithm winograd:4", 0),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_rounded_sixth "
      "--algorithm winograd:4", 1),

@@ -15,6 +15,8 @@ def to_torch(array: Any):
 
     if isinstance(array, torch.Tensor):
         return array
+    if isinstance(array, np.ndarray) and array.dtype.name == "bfloat16":  # ml_dtypes': torch takes its bits
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
     if isinstance(array, np.ndarray) and any(st < 0 for st in array.strides):
         array = np.ascontiguousarray(array)  # torch aborts the process on negative DLPack strides
     try:
@@ -24,6 +26,21 @@ def to_torch(array: Any):
         if isinstance(array, np.ndarray):
             return torch.from_numpy(np.array(array))
         raise
+
+
+def to_numpy(t):
+    """A torch tensor as a NumPy array on the host (a view where it can be); bf16 as ``ml_dtypes.bfloat16``,
+    NumPy having no bf16 of its own (without ml_dtypes: ImportError, which says to install it)."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ImportError("bf16 NumPy arrays need ml_dtypes (pip install ml_dtypes)") from None
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 @dataclass

@@ -45,11 +45,21 @@ def _versions(records: list[dict]) -> dict:
     return {}
 
 
-def diff_records(a: list[dict], b: list[dict], factor: float = 10.0) -> SweepDiff:
+#: The fields a diff can pair records across (``--across``): two runtimes, or one runtime as shipped and
+#: with its precision set, on the same problems.
+ACROSS = ("backend", "precision", "reference", "seed")
+
+
+def diff_records(a: list[dict], b: list[dict], factor: float = 10.0, across: tuple = ()) -> SweepDiff:
     """Compare two sweeps; a ratio "moved" when max/min of the two error/bound ratios exceeds ``factor``
-    (ratios below 1e-3 of the bound are treated as 1e-3: tiny errors jittering is not news)."""
-    ka = {record_key(r): r for r in a}  # recomputed: an older file keyed fewer of the fields that change a verdict
-    kb = {record_key(r): r for r in b}
+    (ratios below 1e-3 of the bound are treated as 1e-3: tiny errors jittering is not news). ``across``:
+    fields of :data:`ACROSS` in which the two files may differ and their records still pair (e.g.
+    ("backend",): the same problems checked on two runtimes)."""
+    def key(r: dict) -> str:  # recomputed: an older file keyed fewer of the fields that change a verdict
+        return record_key({**r, **dict.fromkeys(across)} if across else r)
+
+    ka = {key(r): r for r in a}
+    kb = {key(r): r for r in b}
     d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b))
     for key, ra in ka.items():
         rb = kb.get(key)
@@ -68,7 +78,7 @@ def diff_records(a: list[dict], b: list[dict], factor: float = 10.0) -> SweepDif
     d.only_b = [record_label(rb) for key, rb in kb.items() if key not in ka]
     # Fields of the key in which the two files differ (a seed, a bound...): without them,
     # "only in A" and "only in B" would list the same names.
-    d.differs = {f: (_values(a, f), _values(b, f)) for f in KEY_FIELDS if _values(a, f) != _values(b, f)}
+    d.differs = {f: (_values(a, f), _values(b, f)) for f in KEY_FIELDS if f not in across and _values(a, f) != _values(b, f)}
     if d.differs:
         d.only_a = [_label(r, d.differs) for k, r in ka.items() if k not in kb]
         d.only_b = [_label(r, d.differs) for k, r in kb.items() if k not in ka]

@@ -37,6 +37,8 @@ def record_key(rec: dict) -> str:
         key += f"|algorithm={rec['algorithm']}"
     if rec.get("convention"):  # your function called as NHWC NumPy or as torch's: two calls
         key += f"|convention={rec['convention']}"
+    if rec.get("precision"):  # a runtime's precision asked for: OpenVINO in f32 and as shipped are two checks
+        key += f"|precision={rec['precision']}"
     if rec.get("contract"):  # your function judged as staged or as fp32 sums: two verdicts
         key += f"|contract={rec['contract']}"
     level = rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None)

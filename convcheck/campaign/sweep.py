@@ -555,10 +555,10 @@ def resolved(options: SweepOptions) -> SweepOptions:
         if options.heuristics and plan.backend != "cudnn":
             raise BadInput(f"heuristics modes apply to the cudnn backend only; this sweep checks {plan.backend}",
                            option="heuristics")
-        if plan.backend == "cudnn":  # said now, not by the first check (every check would say it)
-            from ..check import backends
+        from ..check import backends
 
-            backends.require("cudnn", "cuda")
+        if plan.backend in backends.NAMES:  # said now, not by the first check (every check would say it)
+            backends.require(plan.backend, plan.backend_device)
         options = replace(options, backend=plan.backend, reference=plan.reference, bound=bound, notes=tuple(plan.notes))
     return options
 

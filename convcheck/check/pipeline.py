@@ -122,6 +122,7 @@ class CheckResult:
     algorithm: str | None = None  # what your function declared it computes by (convcheck.numerics.fast_bound), None: direct
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.numerics.rounding), as asked
     convention: str | None = None  # how your function took its arguments (convcheck.check.backends.conventions); None: torch's way
+    precision: str | None = None  # a runtime's precision setting asked for; None: as it ships
     level: str | None = None  # how given data was judged: probable or rigorous (convcheck.numerics.probable); None: own fill
     #: the cuDNN plan asked for (--engine), by the name of the plan that ran: an index picks another plan
     #: under another frontend release (1.32 drops duplicate (engine, knobs) pairs), a name the same one
@@ -188,6 +189,8 @@ class CheckResult:
             rec["contract"] = self.contract
         if self.convention:  # how your function was called: rerun, shrink and hunt call it so again
             rec["convention"] = self.convention
+        if self.precision:  # the runtime's precision asked for: rerun asks for it again
+            rec["precision"] = self.precision
         if self.level:  # given data's level: part of the record's key (a rigorous and a probable verdict differ)
             rec["level"] = self.level
         if self.engine_pinned:  # rerun and shrink run this plan again, by name
@@ -440,7 +443,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, spec.reference, spec.device, require=True)
     spec.check_call(plan.backend)
-    options = {"convention": spec.convention} if spec.convention else {}
+    options = {"convention": spec.convention} if spec.convention else {"precision": spec.precision} if spec.precision else {}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
             raise BadInput("an engine, repeats and heuristics modes apply to the cudnn backend only")
@@ -454,7 +457,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     start = time.perf_counter()
     result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
                          algorithm=how.declared.text if how.declared else None,
-                         contract=how.contract, level=how.level, convention=spec.convention)
+                         contract=how.contract, level=how.level, convention=spec.convention, precision=spec.precision)
     try:
         with device_scope(plan):
             clock = StageClock(plan)

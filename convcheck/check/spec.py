@@ -34,6 +34,7 @@ class CheckSpec:
     contract: str | None = None  # your function / given data in fp16/bf16: staged (default) or fp32
     algorithm: str | None = None  # how your function computes: None/"direct", "winograd:M...", "fft"
     convention: str | None = None  # how your function takes its arguments (None: torch's way; .backends.conventions)
+    precision: str | None = None  # a runtime's own precision setting (jax, openvino; None: as it ships)
     plant: str | None = None  # a bug planted in the implementation under test (convcheck.check.plant)
     engine: str | int | None = None  # cuDNN: this plan, by name (or index) instead of the heuristics' first
     heuristics: tuple | None = None  # cuDNN heuristics modes (None: convcheck.check.backends.cudnn_graph.HEURISTICS)
@@ -59,14 +60,24 @@ class CheckSpec:
         return asked(self.algorithm, self.plant)
 
     def check_call(self, backend: str | None = None, direction: str | None = None) -> None:
-        """Refuse, before any check, what cannot be called as asked (BadInput): a convention for an
-        implementation that is not your function, or your function where its signature cannot take
+        """Refuse, before any check, what cannot be called as asked (BadInput): a precision setting for an
+        implementation that has none (or not that one), a convention for an implementation that is not
+        your function, or your function where its signature cannot take
         the arguments torch's way or the convention's, for ``direction`` (default: the problem's; None:
         any direction)."""
         from .backends import is_user_function
         from ..base.errors import BadInput
 
         backend = backend or self.backend
+        if self.precision is not None:
+            from . import backends
+
+            taken = getattr(backends.module(backend), "PRECISIONS", None) if backend in backends.NAMES else None
+            if taken is None:
+                raise BadInput(f"sets a runtime's own precision (jax, openvino); the {backend} backend has none to "
+                               "set", option="precision")
+            if self.precision not in taken:
+                raise BadInput(f"{self.precision!r}: {backend} takes {', '.join(taken)}", option="precision")
         if not is_user_function(backend):
             if self.convention:
                 raise BadInput(f"says how your function takes its arguments; the {backend} backend is called "
@@ -129,6 +140,8 @@ class CheckSpec:
             out["algorithm"] = fast.text
         if self.convention:
             out["convention"] = self.convention
+        if self.precision:
+            out["precision"] = self.precision
         contract = self.effective_contract()
         if contract:
             out["contract"] = contract
@@ -155,7 +168,7 @@ class CheckSpec:
         return cls(problem=problem_from_record(rec), backend=backend, reference=rec.get("reference"),
                    device=recorded_device(rec), seed=int(rec.get("seed") or 0),
                    bound=None if algorithm else rec.get("bound"), level=rec.get("level"),
-                   contract=rec.get("contract"), algorithm=algorithm, convention=rec.get("convention"),
+                   contract=rec.get("contract"), algorithm=algorithm, convention=rec.get("convention"), precision=rec.get("precision"),
                    plant=rec.get("planted_bug"),
                    engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None,
                    fill_device=rec.get("fill_device") or "cpu")
@@ -171,5 +184,5 @@ def recorded_device(rec: dict) -> str | None:
 
 #: The spec's fields that can change a verdict (the problem's own fields besides): what a record
 #: key holds. The limits (max_memory, timeout) and ``device`` are not among them.
-VERDICT_FIELDS = ("backend", "reference", "seed", "bound", "level", "contract", "algorithm", "convention", "plant",
+VERDICT_FIELDS = ("backend", "reference", "seed", "bound", "level", "contract", "algorithm", "convention", "precision", "plant",
                   "engine", "all_engines")

@@ -45,6 +45,16 @@ def _factor(text: str) -> float:
     return value
 
 
+def _across(text: str) -> tuple:
+    from ..campaign.diff import ACROSS
+
+    fields = tuple(f.strip() for f in text.split(",") if f.strip())
+    wrong = [f for f in fields if f not in ACROSS]
+    if wrong or not fields:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one or more of {', '.join(ACROSS)}, comma-separated")
+    return fields
+
+
 def _problem_args(p: argparse.ArgumentParser) -> None:
     """One problem: its descriptor, a batch override and the problem's own options (engines, graph)."""
     p.add_argument("descriptor", help='benchdnn problem descriptor, e.g. mb2ic16ih14oc8oh14kh3ph1 (quote names: n"x")')
@@ -191,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("b", metavar="B.jsonl", help="the second sweep file (the one after)")
     d.add_argument("--factor", type=_factor, default=10.0, help="report error/bound ratios that moved by more than this (> 1)")
     d.add_argument("--json", action="store_true", help="print the differences as one JSON object")
+    d.add_argument("--across", type=_across, default=(), metavar="FIELDS",
+                   help="pair the two files' records although they differ in these fields (comma-separated: "
+                        "backend, precision, reference, seed): e.g. --across backend for two runtimes on the same problems")
 
     m = sub.add_parser("matrix", help="the same sweep under several versions (one environment each), then the diff",
                        epilog="example: convcheck matrix --cudnn 9.19.0.56 --cudnn 9.28.0.42 -- --batch cases/benchdnn/shapes_resnet_50 --mb 8")
@@ -652,7 +665,7 @@ def cmd_diff(args) -> int:
     a, b = read_records(args.a, notices), read_records(args.b, notices)
     for notice in notices:
         print(notice, file=sys.stderr)
-    d = diff_records(a, b, args.factor)
+    d = diff_records(a, b, args.factor, args.across)
     print(json.dumps(d.as_dict(), indent=2, default=str) if args.json else format_diff(d, args.a, args.b, args.factor))
     return d.exit_code
 

@@ -190,6 +190,9 @@ def _options() -> tuple[Option, ...]:
                examples=("winograd:2", "fft")),
         Option("convention", "spec", {"type": convention, "metavar": "WORDS", **_help(CONVENTION_HELP)},
                examples=("nhwc,hwio,numpy,same",)),
+        Option("precision", "spec", {"metavar": "SETTING", **_help(
+            "a runtime's own precision setting (default: as it ships): jax: default|high|highest (lax.Precision); "
+            "openvino: f32|bf16|f16 (INFERENCE_PRECISION_HINT)")}),
         Option("plant", "spec", {"choices": tuple(BUGS), **_help(
             "plant a bug in the implementation under test; its checks must fail")},
                examples=("padding", "winograd-coefficient")),
@@ -313,6 +316,6 @@ def spec_from_args(args, problem=None, data: str = "random"):
         raise BadInput(f"says how your function or a given answer computed in fp16/bf16; the {values['backend']} "
                        "backend says how it computes itself", option="contract")
     spec = CheckSpec(problem=problem, **values)
-    if spec.convention:
+    if spec.convention or spec.precision:
         spec.check_call()  # a convention for no function of yours, or one your function cannot take: said now
     return spec

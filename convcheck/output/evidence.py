@@ -121,6 +121,8 @@ def report_text(result: CheckResult) -> str:
     b = result.backend_info
     lines.append(f"under test {_implementation(plan.backend, b)} on {plan.backend_device}"
                  + (f", called as {result.convention} (convention)" if result.convention else ""))
+    if b.get("settings"):  # a runtime's precision settings in force, as it reports them
+        lines.append("settings  " + "; ".join(f"{k} {v}" for k, v in b["settings"].items()))
     if b.get("kernel", {}).get("text"):  # which kernel ran, and why: the bound models that one (convcheck.numerics.rounding)
         lines.append(f"kernel    {b['kernel']['text']}")
     lines += _math_lines(b)

@@ -22,6 +22,10 @@ _MODULES = {
     "torch64": "convcheck.check.backends.torch64",
     "cudnn": "convcheck.check.backends.cudnn_graph",
     "im2col": "convcheck.check.backends.im2col",
+    # the runtimes people meet cuDNN and oneDNN through, as they ship (the runtimes extra)
+    "jax": "convcheck.check.backends.jax_conv",
+    "onnxruntime": "convcheck.check.backends.onnxruntime_conv",
+    "openvino": "convcheck.check.backends.openvino_conv",
 }
 
 NAMES = tuple(_MODULES)

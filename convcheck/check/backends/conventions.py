@@ -28,6 +28,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from ...base.arrays import to_numpy, to_torch
 from ...base.errors import BadInput, Unsupported
 from ...base.layout import DATA_ORDERS, WEIGHT_ORDERS, framework_axes, logical_axes
 from ...problem.descriptor import ConvProblem
@@ -132,23 +133,13 @@ def tf_padding(problem: ConvProblem) -> str | None:
 def _to_function(t, order: str, arrays: str):
     """A torch tensor (logical order) as the function receives it: permuted to ``order``, contiguous,
     a NumPy array where asked (bf16 through ml_dtypes)."""
-    import torch
-
     t = t.permute(*framework_axes(t.dim(), order)).contiguous()
     if arrays == "torch":
         return t
-    t = t.cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_ml_bfloat16())
-    return t.numpy()
-
-
-def _ml_bfloat16():
     try:
-        import ml_dtypes
-    except ImportError:
-        raise Unsupported("user function", "bf16 NumPy arrays need ml_dtypes (pip install ml_dtypes)") from None
-    return ml_dtypes.bfloat16
+        return to_numpy(t)
+    except ImportError as e:
+        raise Unsupported("user function", str(e)) from None
 
 
 def _from_function(out, order: str, expected: tuple, name: str, problem: ConvProblem, device, arrays: str):
@@ -158,10 +149,7 @@ def _from_function(out, order: str, expected: tuple, name: str, problem: ConvPro
     import torch
 
     if isinstance(out, np.ndarray):
-        if out.dtype.name == "bfloat16":
-            out = torch.from_numpy(np.ascontiguousarray(out).view(np.int16)).view(torch.bfloat16)
-        else:
-            out = torch.from_numpy(np.ascontiguousarray(out))
+        out = to_torch(np.ascontiguousarray(out))
     if not isinstance(out, torch.Tensor):
         raise BadInput(f"your function {name} returned a {type(out).__name__}; expected "
                        f"{'a NumPy array' if arrays == 'numpy' else 'a torch.Tensor'} (on {problem.descriptor()}, "

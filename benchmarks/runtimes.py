@@ -1,0 +1,118 @@
+"""The runtimes people meet cuDNN and oneDNN through, checked as they ship and at full precision.
+
+Sweeps every ResNet-50 layer and a depthwise sample (``shapes_dw_2d_strided_padding``, 32 groups,
+5-row kernels on 31-33 rows) at ``--mb`` (default 2) through ``convcheck sweep`` (the CLI's own
+``main``, in this process), for each runtime installed: JAX (fprop, dgrad, wgrad; fp32, fp16, bf16),
+ONNX Runtime and OpenVINO (fprop; fp32, fp16), each with the runtime's defaults ("as shipped") and
+with its precision set to the full one where it has a setting (JAX ``--precision highest``, OpenVINO
+``--precision f32``). Prints one table: runtime x setting x direction x dtype, with the checks
+passed, failed, declined and errored, the precision in force as the runtime reports it, and the
+seconds. A failure at full precision is a false alarm or a runtime's bug; one as shipped is the
+runtime's default precision showing.
+
+Usage: python benchmarks/runtimes.py [--mb 2] [--runtimes jax,onnxruntime,openvino] [--quick]
+(``--quick``: three ResNet-50 layers and three depthwise ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import convcheck  # noqa: E402,F401
+from convcheck.check import backends  # noqa: E402
+from convcheck.cli import main as convcheck_main  # noqa: E402
+
+CASES = REPO / "cases" / "benchdnn"
+LISTS = (("resnet_50", CASES / "shapes_resnet_50", None),
+         ("depthwise", CASES / "shapes_dw_2d_strided_padding", r"g32_.*kh5.*_ih3[123]"))
+#: runtime: (directions, dtypes, the full-precision setting or None where it has no setting)
+RUNTIMES = {
+    "jax": (("fprop", "dgrad", "wgrad"), ("fp32", "fp16", "bf16"), "highest"),
+    "onnxruntime": (("fprop",), ("fp32", "fp16"), None),
+    "openvino": (("fprop",), ("fp32", "fp16"), "f32"),
+}
+
+
+def sweep(runtime: str, direction: str, dtype: str, precision: str | None, mb: int, quick: bool, out: Path):
+    """The records of one sweep of both lists."""
+    records = []
+    for name, batch, match in LISTS:
+        path = out / f"{runtime}-{direction}-{dtype}-{precision}-{name}.jsonl"
+        argv = ["sweep", "--batch", str(batch), "--mb", str(mb), "--backend", runtime, "--device", "cpu",
+                "--direction", direction, "--dtype", dtype, "--out", str(path), "--quiet", "--diagnose", "0"]
+        if match or quick:
+            argv += ["--match", match or "res2a_branch2b|res3a_branch1|conv1"]
+        if precision:
+            argv += ["--precision", precision]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = convcheck_main(argv)
+        if code not in (0, 1):
+            raise SystemExit(f"convcheck {' '.join(argv)} exited {code}")
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        records += lines[:3] if quick else lines
+    return records
+
+
+def in_force(records) -> str:
+    """The precision settings the runtime reported, as the records hold them (the distinct ones)."""
+    said = {json.dumps((r.get("backend_info") or {}).get("settings") or {}, sort_keys=True) for r in records
+            if r.get("status") in ("passed", "failed")}
+    keys = ("INFERENCE_PRECISION_HINT", "precision", "providers")
+    out = set()
+    for text in said:
+        d = json.loads(text)
+        out.add(", ".join(f"{k} {d[k]}" for k in keys if k in d))
+    return "; ".join(sorted(out)) or "-"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=2)
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    print(f"### Runtimes as shipped and at full precision: ResNet-50 and a depthwise sample at batch {args.mb}\n")
+    print("| runtime | setting | direction | dtype | checks | passed | failed | unsupported | error | precision in force | s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    totals = Counter()
+    for runtime in args.runtimes.split(","):
+        why = backends.unavailable_reason(runtime, "cpu")
+        if why:
+            print(f"| {runtime} | not run: {why} |")
+            continue
+        directions, kinds, full = RUNTIMES[runtime]
+        for setting in (None, full) if full else (None,):
+            for direction in directions:
+                for dtype in kinds:
+                    start = time.perf_counter()
+                    records = sweep(runtime, direction, dtype, setting, args.mb, args.quick, tmp)
+                    seconds = time.perf_counter() - start
+                    n = Counter(r["status"] for r in records)
+                    label = "as shipped" if setting is None else f"--precision {setting}"
+                    totals[(label == "as shipped", "failed")] += n["failed"]
+                    totals[(label == "as shipped", "checks")] += len(records)
+                    print(f"| {runtime} | {label} | {direction} | {dtype} | {len(records)} | {n['passed']} | "
+                          f"{n['failed']} | {n['unsupported']} | {n['error'] + n['crashed'] + n['timeout']} | "
+                          f"{in_force(records)} | {seconds:.0f} |", flush=True)
+    print(f"\nAs shipped: {totals[(True, 'failed')]} of {totals[(True, 'checks')]} checks failed. "
+          f"At full precision: {totals[(False, 'failed')]} of {totals[(False, 'checks')]} failed "
+          "(a failure there is a false alarm or a runtime's bug).")
+    return 0
+
+
+if __name__ == "__main__":
+    import _page  # noqa: E402
+
+    sys.exit(_page.run(main, "Runtimes as shipped and at full precision", __doc__))
