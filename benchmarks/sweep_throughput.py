@@ -48,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 import torch  # noqa: E402
 
+from _timing import cold_and_warm  # noqa: E402
+
 from convcheck.check.backends import torch64, torch_conv  # noqa: E402
 from convcheck.cli import main as convcheck_main  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
@@ -140,13 +142,9 @@ def peers(problem, device: str) -> tuple[float, float]:
                     torch_conv.compute(problem, x, w, dy)
             if device == "cuda":
                 torch.cuda.synchronize()
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-        cold += times[0]
-        warm += min(times[1:])
+        first, best = cold_and_warm(run)
+        cold += first
+        warm += best
     return cold, warm
 
 

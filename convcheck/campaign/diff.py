@@ -55,11 +55,11 @@ def diff_records(a: list[dict], b: list[dict], factor: float = 10.0, across: tup
     (ratios below 1e-3 of the bound are treated as 1e-3: tiny errors jittering is not news). ``across``:
     fields of :data:`ACROSS` in which the two files may differ and their records still pair (e.g.
     ("backend",): the same problems checked on two runtimes)."""
-    def key(r: dict) -> str:  # recomputed: an older file keyed fewer of the fields that change a verdict
+    def pair_key(r: dict) -> str:  # recomputed: an older file keyed fewer of the fields that change a verdict
         return record_key({**r, **dict.fromkeys(across)} if across else r)
 
-    ka = {key(r): r for r in a}
-    kb = {key(r): r for r in b}
+    ka = {pair_key(r): r for r in a}
+    kb = {pair_key(r): r for r in b}
     d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b))
     for key, ra in ka.items():
         rb = kb.get(key)

@@ -443,7 +443,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, spec.reference, spec.device, require=True)
     spec.check_call(plan.backend)
-    options = {"convention": spec.convention} if spec.convention else {"precision": spec.precision} if spec.precision else {}
+    options = {k: v for k, v in (("convention", spec.convention), ("precision", spec.precision)) if v}
     if engine is not None or repeat != 1 or heuristics:
         if plan.backend != "cudnn":
             raise BadInput("an engine, repeats and heuristics modes apply to the cudnn backend only")

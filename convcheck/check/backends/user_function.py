@@ -71,8 +71,9 @@ class UserFunction:
         how your function takes its arguments, where it is not torch's way (:mod:`.conventions`)."""
         storage = dtypes.torch_dtype(problem.dtype)
         x, w, dy, bias = torch_conv.as_checked(problem, inputs, device)
+        called_as = conventions.parse(convention)
         try:
-            out, call = compute(problem, self.fn, x, w, dy, bias, conventions.parse(convention), self.name)
+            out, call = compute(problem, self.fn, x, w, dy, bias, called_as, self.name)
         except (BadInput, Unsupported):
             raise
         except Exception as e:
@@ -80,7 +81,7 @@ class UserFunction:
             raise BadInput(f"your function {self.name} raised {type(e).__name__}: {first} "
                            f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
         out = _as_result(self.name, problem, out, storage, call)
-        return out, {"called_with": call.as_dict(), **({"convention": conventions.canonical(convention)} if convention else {}), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
+        return out, {"called_with": call.as_dict(), **({"convention": called_as.text} if called_as else {}), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
                      "source": self.source, "device": str(out.device), "dtype": str(storage).replace("torch.", ""),
                      "x_strides": None if x is None else list(x.stride()), "result_strides": list(out.stride())}
 
@@ -181,7 +182,12 @@ def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None,
         call = call_for(problem)
     if convention is None:
         args = (tuple(problem.stride), call.padding, tuple(problem.dilation), problem.groups)
-        fprop, dgrad, wgrad = (lambda x_, w_: fn(x_, w_, bias, *args)), (lambda *a: fn(*a, *args)), (lambda *a: fn(*a, *args))
+        def fprop(x_, w_):
+            return fn(x_, w_, bias, *args)
+
+        def dgrad(*sizes_and_tensors):  # wgrad's too: torch's first three arguments, then the geometry
+            return fn(*sizes_and_tensors, *args)
+        wgrad = dgrad
     else:
         fprop, dgrad, wgrad = conventions.callers(fn, convention, name, problem, call, bias)
     if problem.direction == "fprop":
