@@ -338,3 +338,63 @@ def test_records_reach_the_disk_in_groups_of_a_stated_size(tmp_path, monkeypatch
             assert (tmp_path / "r.jsonl").read_text().count("\n") == i + 1  # flushed to the OS at once
         assert len(synced) == 2  # after records 3 and 6
     assert len(synced) == 3  # and the last group on close
+
+
+# ---------------------------------------------------------------- several implementations side by side
+def test_a_sweep_of_several_backends_and_types_is_one_file_and_one_table(tmp_path):
+    out = tmp_path / "side.jsonl"
+    args = ("sweep", "mb2ic8ih6oc4oh6kh3ph1n\"a\"", "g2mb2ic4ih5oc4oh5kh3ph1n\"b\"", "--backend", "torch,im2col",
+            "--dtype", "fp32,fp16", "--device", "cpu", "--out", str(out), "--quiet")
+    done = run_cli(*args)
+    assert done.returncode == 0, done.stderr
+    records = read_records(out)
+    assert sorted((r["backend"], r["dtype"]) for r in records) == sorted(
+        [(b, d) for b in ("torch", "im2col") for d in ("fp32", "fp16") for _ in range(2)])
+    assert len({record_key(r) for r in records}) == 8  # eight checks, each its own key
+    assert done.stdout.count("\n== backend ") == 4 and "(4 of 4)" in done.stdout
+    table = done.stdout.split("side by side")[1]
+    assert "| problem | torch fp32 | torch fp16 | im2col fp32 | im2col fp16 |" in table
+    assert "| a | pass | pass | pass | pass |" in table and "| b | pass | pass | pass | pass |" in table
+    assert table.count("2/2 passed") == 4
+    again = run_cli(*args, "--resume")  # every check is in the file: all skipped, the table again
+    assert again.returncode == 0, again.stderr
+    assert len(read_records(out)) == 8 and again.stdout.count("skipped 2") == 4 and "| a | pass |" in again.stdout
+    refused = run_cli(*args)  # the file holds a sweep: refused before the first pass, not after it
+    assert refused.returncode == 2 and "already holds a sweep" in refused.stderr and len(read_records(out)) == 8
+
+
+def test_a_backend_that_cannot_run_here_is_one_line_and_the_others_go_on(tmp_path):
+    """cuDNN needs a GPU: on a CPU machine its pass is one line (exit 3), torch's still runs and is tabled."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("cuDNN can run here")
+    out = tmp_path / "side.jsonl"
+    done = run_cli("sweep", "mb1ic4ih5oc4oh5kh3ph1", "--backend", "cudnn,torch", "--out", str(out), "--quiet")
+    assert done.returncode == 3, done.stderr
+    assert [line for line in done.stderr.splitlines() if "backend cudnn" in line][0].startswith("convcheck: backend cudnn:")
+    assert [r["backend"] for r in read_records(out)] == ["torch"]
+
+
+def test_a_failing_implementation_shows_in_its_column():
+    from convcheck.campaign.side_by_side import table
+
+    base = {"problem": "mb1ic4ih5oc4oh5kh3ph1n\"x\"", "dtype": "fp32", "direction": "fprop"}
+    recs = [base | {"backend": "torch", "status": "passed"},
+            base | {"backend": "openvino", "status": "failed", "bound_ratio": 12.5},
+            base | {"backend": "openvino", "precision": "f32", "status": "passed"},
+            base | {"problem": "mb1ic4ih5oc4oh5kh3ph1n\"y\"", "backend": "torch", "status": "crashed"}]
+    text = table(recs)
+    assert "| problem | torch fp32 | openvino fp32 | openvino (f32) fp32 |" in text
+    assert "| x | pass | FAIL 12.5 | pass |" in text
+    assert "| y | CRASH | - | - |" in text
+    assert text.splitlines()[-1] == "| **all** | 1/2 passed | 0/1 passed, 1 failed | 1/1 passed |"
+
+
+@pytest.mark.parametrize("command", [("check", "mb1ic4ih5oc4oh5kh3ph1"), ("hunt", "--space", "mb1-2 ic1-4 oc1-4 ih1-8 kh1-3", "--out", "h.jsonl")])
+@pytest.mark.parametrize("several", [("--backend", "torch,im2col"), ("--dtype", "fp32,fp16")])
+def test_a_command_of_one_check_at_a_time_takes_one_value(tmp_path, command, several):
+    done = run_cli(*command, *several, "--device", "cpu", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "one at a time here; sweep and model take several" in lines[0], done.stderr

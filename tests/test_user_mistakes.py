@@ -206,6 +206,7 @@ _option = st.sampled_from([
     ("--reference", "torch"), ("--backend", "numpy"), ("--device", "gpu"), ("--json",), ("--level", "rigorous"),
     ("--level", "sure"), ("--timeout", "-1"), ("--timeout", "x"), ("--timeout", "30"), ("--timeout", "inf"),
     ("--algorithm", "fft"), ("--algorithm", "winograd:4"), ("--algorithm", "winograd:x"), ("--plant", "fft-wraparound"),
+    ("--backend", "torch,im2col"), ("--backend", "torch,nope"), ("--dtype", "fp32,fp16"), ("--dtype", "fp32,,fp8"),
 ])
 
 

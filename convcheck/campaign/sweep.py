@@ -564,10 +564,11 @@ def resolved(options: SweepOptions) -> SweepOptions:
 
 
 def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool = False, quiet: bool = False,
-              on_record=None, executor=None, retry_crashed: bool = False) -> SweepSummary:
+              on_record=None, executor=None, retry_crashed: bool = False, whole_file: bool = True) -> SweepSummary:
     """Check every item, appending each record to ``out`` as soon as it exists, in supervised
     workers unless ``executor`` says otherwise. ``resume`` skips the problems already
-    recorded, crashed and timed-out ones too unless ``retry_crashed``."""
+    recorded, crashed and timed-out ones too unless ``retry_crashed``; its summary answers for the
+    whole file unless ``whole_file`` is False (one pass of a side-by-side sweep: this pass alone)."""
     options = resolved(options)
     for direction in sorted({item.problem.direction for item in items if item.problem is not None}):
         options.check_call(options.backend, direction)  # your function in each direction it is asked for
@@ -629,7 +630,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     if retried:
         summary.notes.append(f"{len(retried)} crashed or timed-out record(s) of the file checked again (--retry-crashed); "
                              "the new records follow them and speak for those problems")
-    if prior.records:  # a resumed sweep answers for the whole file, not only what this run added
+    if prior.records and whole_file:  # a resumed sweep answers for the whole file, not only what this run added
         summary.earlier = Counter(r.get("status") for r in kept)
         summary.worst = summary.worst + [(n, r) for n, r in enumerate(prior.records, 1)
                                          if not (retry_crashed and r.get("status") in NO_ANSWER)]

@@ -466,6 +466,16 @@ def shared(workers: int = 1, gpus: list | None = None, threads: int | None = Non
     return _SHARED[key]
 
 
+def renew_shared() -> None:
+    """Replace this process's idle workers with fresh ones (started now): what the next checks run
+    is then in processes no earlier runtime has touched (JAX's threads and a runtime that forks,
+    OpenVINO's, must not meet in one process)."""
+    for sup in _SHARED.values():
+        if not sup.busy():
+            sup.close()
+            sup.start()
+
+
 def run_one(fn: str, args: tuple, timeout_s: float | None = None, label: str = "") -> Outcome:
     """One task in a supervised worker (``convcheck check``, ``engines``, ``rerun``): the
     command's process stays alive to say what happened, whatever the code under test does.

@@ -16,7 +16,7 @@ from ..base.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, BadInput
 from ..numerics.bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from ..check.pipeline import STORED_REFERENCES
 from ..check.engines import ENGINE_REFERENCES
-from .options import (add_check_options, add_problem_options, at_least as _at_least, options as check_options, problem_overrides, refuse_plan_index, seconds as _seconds, size as _size, spec_from_args)
+from .options import (add_check_options, add_problem_options, at_least as _at_least, options as check_options, problem_overrides, refuse_plan_index, seconds as _seconds, side_by_side, size as _size, spec_from_args)
 from ..numerics.rounding import CONTRACTS, DEFAULT_CONTRACT
 from ..problem.space import DEFAULT_SPACE
 
@@ -441,32 +441,76 @@ def cmd_repro(args) -> int:
 def cmd_sweep(args) -> int:
     from ..campaign.sweep import collect
 
-    items = collect(args.batch, args.match, args.mb, args.descriptors, args.random, args.seed, **problem_overrides(args))
-    if not items:
-        if args.batch and args.match:
-            raise BadInput(f"--match {args.match!r} matches no problem line of {', '.join(args.batch)}")
-        if args.batch:
-            raise BadInput(f"{', '.join(args.batch)}: no problem lines (only comments or blank lines)")
-        raise BadInput("no problems: give descriptors, --batch FILE or --random N")
-    return _run_items(args, items)
+    def items_of(one):
+        items = collect(one.batch, one.match, one.mb, one.descriptors, one.random, one.seed, **problem_overrides(one))
+        if not items:
+            if one.batch and one.match:
+                raise BadInput(f"--match {one.match!r} matches no problem line of {', '.join(one.batch)}")
+            if one.batch:
+                raise BadInput(f"{', '.join(one.batch)}: no problem lines (only comments or blank lines)")
+            raise BadInput("no problems: give descriptors, --batch FILE or --random N")
+        return items
+    return _run_side_by_side(args, items_of)
 
 
 def cmd_model(args) -> int:
     from ..campaign.model import model_items, parse_shape
 
     shape = parse_shape(args.input)
-    overrides = problem_overrides(args)
-    if "fuse" in overrides:
-        raise BadInput("a model's layers are checked as the model computes them; fusing is a sweep's choice", option="fuse")
-    items = model_items(args.target, shape, args.data, args.seed, **overrides)
-    if not args.quiet:
-        print(f"model: {args.target} on input {list(shape)}: {len(items)} convolution layers, {args.data} data",
-              file=sys.stderr)
-    return _run_items(args, items)
+
+    def items_of(one):
+        overrides = problem_overrides(one)
+        if "fuse" in overrides:
+            raise BadInput("a model's layers are checked as the model computes them; fusing is a sweep's choice",
+                           option="fuse")
+        items = model_items(one.target, shape, one.data, one.seed, **overrides)
+        if not one.quiet:
+            print(f"model: {one.target} on input {list(shape)}: {len(items)} convolution layers, {one.data} data",
+                  file=sys.stderr)
+        return items
+    return _run_side_by_side(args, items_of)
 
 
-def _run_items(args, items) -> int:
-    """The sweep of ``items`` with the options sweep and model share; prints the summary."""
+def _run_side_by_side(args, items_of) -> int:
+    """The sweep (or model) once per backend and type it was given (:func:`~convcheck.cli.options.side_by_side`),
+    into one file; with more than one, each pass is headed by what it checks, a backend that cannot run
+    here is one line and the others go on, and the file's records end side by side
+    (:mod:`convcheck.campaign.side_by_side`). The exit code is the worst of the passes'."""
+    import tempfile
+
+    from ..base.errors import BackendUnavailable
+    from ..campaign import side_by_side as sbs
+    from ..campaign.records import prepare_out, read_records
+    from ..campaign.workers import renew_shared
+
+    passes = side_by_side(args)
+    if len(passes) == 1:
+        return _run_items(args, items_of(args))
+    codes = []
+    with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
+        out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
+        prepare_out(out, args.resume)  # a full file without --resume is refused before the first pass, not after it
+        for k, one in enumerate(passes):
+            one.out, one.resume = str(out), args.resume or k > 0  # later passes append to this run's file
+            what = f"backend {one.backend or 'auto'}" + (f", {one.dtype}" if one.dtype else "")
+            print(f"\n== {what} ({k + 1} of {len(passes)})", flush=True)
+            if k and one.backend != passes[k - 1].backend:
+                renew_shared()  # each implementation in workers of its own: no runtime's threads or state meet the next's
+            try:
+                codes.append(_run_items(one, items_of(one), whole_file=False))
+            except BackendUnavailable as e:
+                print(f"convcheck: {what}: {e}", file=sys.stderr)
+                codes.append(e.exit_code)
+        records = read_records(out, notices=[]) if out.exists() else []
+        if sbs.several(records):
+            print(f"\nside by side ({len(records)} records{f' in {args.out}' if args.out else ''}):")
+            print(sbs.table(records))
+    return max(codes)
+
+
+def _run_items(args, items, whole_file: bool = True) -> int:
+    """The sweep of ``items`` with the options sweep and model share; prints the summary (of the whole
+    file it resumed, unless ``whole_file`` is False: one pass of several, which the table then shows whole)."""
     import tempfile
 
     from ..campaign.expectations import read_expectations
@@ -488,7 +532,7 @@ def _run_items(args, items) -> int:
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         summary = run_sweep(items, options, out, resume=args.resume, quiet=args.quiet, executor=executor,
-                            retry_crashed=args.retry_crashed)
+                            retry_crashed=args.retry_crashed, whole_file=whole_file)
         print(format_summary(summary, out if args.out else None))
         if args.junit:
             print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)

@@ -57,13 +57,25 @@ def layout(text: str) -> str:
 
 
 def backend(text: str) -> str:
-    """A backend's name, or a user's function named as path/to/file.py:NAME (loaded when used)."""
+    """A backend's name, or a user's function named as path/to/file.py:NAME (loaded when used); sweep
+    and model take several, comma-separated (:func:`side_by_side`)."""
     from ..check.backends import NAMES
 
-    if text == "auto" or text in NAMES or ":" in text:
-        return text
-    raise argparse.ArgumentTypeError(f"{text!r}: expected auto, {', '.join(NAMES)}, or your function as "
-                                     "path/to/file.py:NAME or package.module:NAME")
+    for part in text.split(","):
+        if not (part == "auto" or part in NAMES or ":" in part):
+            raise argparse.ArgumentTypeError(f"{part!r}: expected auto, {', '.join(NAMES)}, or your function as "
+                                             "path/to/file.py:NAME or package.module:NAME (several: a,b)")
+    return text
+
+
+def dtype(text: str) -> str:
+    """A type name (several, comma-separated, for sweep and model: :func:`side_by_side`)."""
+    from ..problem.descriptor import DTYPES
+
+    for part in text.split(","):
+        if part not in DTYPES:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected {', '.join(DTYPES)} (several: fp32,fp16)")
+    return text
 
 
 def algorithm(text: str) -> str:
@@ -148,8 +160,9 @@ def _options() -> tuple[Option, ...]:
         Option("mode", "problem", {"choices": ("xcorr", "conv"), **_help(
             "cross-correlation (what deep learning calls convolution; default) or true convolution")},
                examples=("conv",)),
-        Option("dtype", "problem", {"choices": DTYPES, **_help(
-            "fp32 = IEEE fp32 on both sides (default); tf32 = TF32 on purpose; fp16/bf16 tensors; all accumulate in fp32")},
+        Option("dtype", "problem", {"type": dtype, "metavar": "{" + ",".join(DTYPES) + "}", **_help(
+            "fp32 = IEEE fp32 on both sides (default); tf32 = TF32 on purpose; fp16/bf16 tensors; all accumulate in fp32. "
+            "sweep and model take several, side by side: --dtype fp32,fp16")},
                examples=("fp16", "bf16")),
         Option("direction", "problem", {"choices": DIRECTIONS, **_help(
             "fprop (y from x, w; default), dgrad (dx from dy, w) or wgrad (dw from x, dy)")},
@@ -163,7 +176,8 @@ def _options() -> tuple[Option, ...]:
         # the check's
         Option("backend", "spec", {"type": backend, "default": "auto", "metavar": "NAME|FILE.py:FUNCTION", **_help(
             f"implementation under test: auto (cudnn on a usable GPU, else torch on the CPU), {', '.join(NAMES)}, "
-            "or your own convolution function (torch's signature) as path/to/file.py:NAME or package.module:NAME")}),
+            "or your own convolution function (torch's signature) as path/to/file.py:NAME or package.module:NAME. "
+            "sweep and model take several, side by side: --backend jax,onnxruntime,openvino")}),
         Option("reference", "spec", {"choices": NAMES, **_help(
             "what it is compared with (default: torch64 for cudnn, i.e. torch's float64 convolution with cuDNN "
             "disabled; numpy for torch and your function; torch = torch's own convolution in the checked type)")},
@@ -258,10 +272,47 @@ def add_problem_options(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(o.flag, dest=o.name, **o.argparse)
 
 
+#: The options a campaign (sweep, model) takes several values of, comma-separated: one sweep each.
+SEVERAL = ("backend", "dtype")
+
+
+def side_by_side(args) -> list:
+    """``args`` once per combination of the comma-separated values of :data:`SEVERAL` (backends outer,
+    types inner), each with one value of each: a sweep or model runs each, into one file, and then
+    prints them side by side (:mod:`convcheck.campaign.side_by_side`). One value: ``[args]``."""
+    import copy
+    import itertools
+
+    lists = [_values(getattr(args, name, None)) for name in SEVERAL]
+    out = []
+    for combination in itertools.product(*lists):
+        one = copy.copy(args)
+        for name, value in zip(SEVERAL, combination):
+            setattr(one, name, value)
+        out.append(one)
+    return out
+
+
+def _values(text):
+    if text is None:
+        return [None]
+    return list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip())) or [None]
+
+
+def one_each(args) -> None:
+    """A command that checks one thing at a time takes one value of each of :data:`SEVERAL`."""
+    for name in SEVERAL:
+        value = getattr(args, name, None)
+        if value and "," in value:
+            raise BadInput(f"{value}: one at a time here; sweep and model take several, comma-separated, and show "
+                           "them side by side", option=name)
+
+
 def problem_overrides(args) -> dict:
     """The problem fields the command line sets: {name: value} of those given."""
     from ..problem.descriptor import layout_from_name
 
+    one_each(args)
     out = {}
     for o in options():
         value = getattr(args, o.name, None)
@@ -302,6 +353,7 @@ def spec_from_args(args, problem=None, data: str = "random"):
     from ..check.backends import is_user_function
     from ..check.spec import CheckSpec
 
+    one_each(args)
     values = {o.name: getattr(args, o.name, None) for o in options() if o.kind != "problem"}
     values["heuristics"] = heuristics(values.get("heuristics"))
     values["algorithm"] = None if values.get("algorithm") in (None, "direct") else values["algorithm"]

@@ -1,4 +1,4 @@
-"""The float64 reference: NumPy only, independent of torch and of any GPU.
+"""The NumPy reference: float64 (exact in float32 for the exact fill), independent of torch and of any GPU.
 
 All three directions and the fused bias + activation:
 
@@ -15,8 +15,10 @@ touched. Memory is bounded by MAX_COLUMN_BYTES of columns at a time.
 
 Accumulating in float64 makes this answer accurate to ~1e-16 relative to
 |x|^T|w|, far below any float32 error, so it is an independent third opinion
-(seed ``002``: NumPy and torch agree only to the last bits in float32; in float64
-that noise vanishes).
+(NumPy and torch agree only to the last bits in float32; in float64 that noise
+vanishes). The one exception is convcheck's exact fill, whose partial sums are
+proven exact in float32: it is summed in float32, with float64's answer bit for bit
+(:func:`sum_type`; docs/DESIGN.md 3b).
 """
 
 from __future__ import annotations
@@ -199,20 +201,43 @@ def activation(name: str | None, v: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown activation {name!r}")
 
 
-def compute(problem: ConvProblem, inputs, dtype=np.float64) -> np.ndarray:
-    """The problem's result: y (fprop, with bias and activation if fused), dx or dw."""
+def compute(problem: ConvProblem, inputs, dtype=np.float64, sums=None) -> np.ndarray:
+    """The problem's result in ``dtype``: y (fprop, with bias and activation if fused), dx or dw.
+    ``sums``: the type the convolution's products are summed in, if not ``dtype`` (see
+    :func:`sum_type`); bias and activation are then applied in ``dtype``."""
+    sums = sums or dtype
     if problem.direction == "dgrad":
-        return conv_dgrad(problem, inputs.dy, inputs.w, dtype)
+        return conv_dgrad(problem, inputs.dy, inputs.w, sums).astype(dtype, copy=False)
     if problem.direction == "wgrad":
-        return conv_wgrad(problem, inputs.x, inputs.dy, dtype)
-    y = conv_forward(problem, inputs.x, inputs.w, dtype)
+        return conv_wgrad(problem, inputs.x, inputs.dy, sums).astype(dtype, copy=False)
+    y = conv_forward(problem, inputs.x, inputs.w, sums).astype(dtype, copy=False)
     if "bias" in problem.fuse:
         y = y + np.asarray(inputs.bias, dtype=dtype).reshape((1, problem.oc) + (1,) * problem.ndim)
     return activation(problem.activation, y)
+
+
+def sum_type(inputs):
+    """The type the reference sums in: float32 for convcheck's exact fill, float64 for any other data.
+
+    The exact fill (:mod:`convcheck.check.fill`) is drawn and then verified so that every term of
+    every output is a multiple of one unit and every output's sum of |terms| (a bound on every
+    partial sum, in any order) stays below 2^24 of those units. Every product and every partial
+    sum is then exactly representable in float32, so a float32 matrix product (any blocking, any
+    order, fused multiply-adds or not: BLAS's classical algorithm, never Strassen-like sums of
+    products) returns float64's answer bit for bit, at half the memory traffic and twice the
+    vector width. Data convcheck did not draw (``kind="given"``) or drew at random is summed in
+    float64: nothing bounds its partial sums."""
+    return np.float32 if getattr(inputs, "kind", None) == "exact" else np.float64
 
 
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
     """Returns (result float64 ndarray, info dict). Inputs drawn on a GPU are read as the same
     bits, downloaded once."""
     inputs = inputs.host()
-    return compute(problem, inputs), {"implementation": f"numpy float64 {problem.direction}", "accumulate": "float64"}
+    sums = sum_type(inputs)
+    if sums is np.float32:
+        info = {"implementation": f"numpy float32 {problem.direction} (exact: the fill's every partial sum fits float32)",
+                "accumulate": "float32, exact (the exact fill's partial sums stay below 2^24 units)"}
+    else:
+        info = {"implementation": f"numpy float64 {problem.direction}", "accumulate": "float64"}
+    return compute(problem, inputs, sums=sums), info
