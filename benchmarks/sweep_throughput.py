@@ -175,6 +175,19 @@ def target(args) -> float:
     return TARGETS.get(Path(args.batch).name, 1.3)
 
 
+def record_cost(out: Path, recs: list) -> str:
+    """What the records cost: their size, the share of the versions block every record repeats, and
+    the time encoding that block takes over the whole sweep (what writing it once per file would save)."""
+    size = out.stat().st_size
+    versions = [json.dumps(r.get("versions"), sort_keys=True, default=str) for r in recs]
+    start = time.perf_counter()
+    for r in recs:
+        json.dumps(r.get("versions"), sort_keys=True, default=str)
+    encode = time.perf_counter() - start
+    return (f"records: {size / max(len(recs), 1):.0f} B each, of which the versions block {sum(map(len, versions)) / max(len(recs), 1):.0f} B; "
+            f"encoding that block takes {encode * 1e3:.1f} ms over the {len(recs)} records")
+
+
 def geomean(values) -> float:
     values = [v for v in values if v and math.isfinite(v)]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
@@ -239,6 +252,7 @@ def one_configuration(args) -> dict:
         print(f"the check's own convolutions (torch in the checked type + the NumPy reference as the check sums it), "
               f"warm: {own:.2f} s: ratio {wall / own:.2f} (wall): what a check costs over the convolutions it runs")
     print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stage_total.items()) + f", rest (records, files) {rest:.2f} s")
+    print(record_cost(out, recs))
     first_recs = [json.loads(line) for line in first[1].read_text().splitlines()]
     later = {r["problem"]: r["time_s"] for r in recs}
     start_cost = (first_recs[0]["time_s"] - later.get(first_recs[0]["problem"], float("nan"))) if first_recs else float("nan")
