@@ -10,6 +10,9 @@ passed, failed, declined and errored, the precision in force as the runtime repo
 seconds. A failure at full precision is a false alarm or a runtime's bug; one as shipped is the
 runtime's default precision showing.
 
+Then, for the forward direction, one table of layer x runtime x type, as a sweep of several
+backends prints it.
+
 Usage: python benchmarks/runtimes.py [--mb 2] [--runtimes jax,onnxruntime,openvino] [--quick]
 (``--quick``: three ResNet-50 layers and three depthwise ones).
 """
@@ -30,6 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import convcheck  # noqa: E402,F401
+from convcheck.campaign import side_by_side  # noqa: E402
 from convcheck.check import backends  # noqa: E402
 from convcheck.cli import main as convcheck_main  # noqa: E402
 
@@ -87,6 +91,7 @@ def main() -> int:
     print("| runtime | setting | direction | dtype | checks | passed | failed | unsupported | error | precision in force | s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     totals = Counter()
+    forward = []  # every fprop record: the per-layer table below
     for runtime in args.runtimes.split(","):
         why = backends.unavailable_reason(runtime, "cpu")
         if why:
@@ -100,6 +105,8 @@ def main() -> int:
                     records = sweep(runtime, direction, dtype, setting, args.mb, args.quick, tmp)
                     seconds = time.perf_counter() - start
                     n = Counter(r["status"] for r in records)
+                    if direction == "fprop":
+                        forward += records
                     label = "as shipped" if setting is None else f"--precision {setting}"
                     totals[(label == "as shipped", "failed")] += n["failed"]
                     totals[(label == "as shipped", "checks")] += len(records)
@@ -109,6 +116,11 @@ def main() -> int:
     print(f"\nAs shipped: {totals[(True, 'failed')]} of {totals[(True, 'checks')]} checks failed. "
           f"At full precision: {totals[(False, 'failed')]} of {totals[(False, 'checks')]} failed "
           "(a failure there is a false alarm or a runtime's bug).")
+    if forward:
+        print(f"\n### Forward, layer by layer: runtime (its precision setting) x type\n\n"
+              f"What `convcheck sweep --backend jax,onnxruntime,openvino --dtype fp32,fp16` prints at its end "
+              f"(convcheck.campaign.side_by_side); FAIL's figure is the largest error over what the bound allows.\n")
+        print(side_by_side.table(forward))
     return 0
 
 

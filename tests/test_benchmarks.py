@@ -261,4 +261,6 @@ def test_the_runtimes_benchmark_checks_each_runtime_as_shipped_and_at_full_preci
             assert f"| {runtime} | not run: " in out
     if not backends.unavailable_reason("openvino", "cpu"):
         assert "| openvino | --precision f32 | fprop | fp32 | 6 | 6 | 0 | 0 | 0 | INFERENCE_PRECISION_HINT f32 |" in out, out
+        layers = out.split("layer by layer")[1]
+        assert "| openvino (f32) fp32 | openvino (f32) fp16 |" in layers and "| resnet_50:conv1 |" in layers
     assert "At full precision: 0 of " in out

@@ -382,13 +382,14 @@ def test_a_failing_implementation_shows_in_its_column():
     base = {"problem": "mb1ic4ih5oc4oh5kh3ph1n\"x\"", "dtype": "fp32", "direction": "fprop"}
     recs = [base | {"backend": "torch", "status": "passed"},
             base | {"backend": "openvino", "status": "failed", "bound_ratio": 12.5},
+            base | {"backend": "openvino", "dtype": "fp16", "status": "failed", "bound_ratio": float("inf")},
             base | {"backend": "openvino", "precision": "f32", "status": "passed"},
             base | {"problem": "mb1ic4ih5oc4oh5kh3ph1n\"y\"", "backend": "torch", "status": "crashed"}]
     text = table(recs)
-    assert "| problem | torch fp32 | openvino fp32 | openvino (f32) fp32 |" in text
-    assert "| x | pass | FAIL 12.5 | pass |" in text
-    assert "| y | CRASH | - | - |" in text
-    assert text.splitlines()[-1] == "| **all** | 1/2 passed | 0/1 passed, 1 failed | 1/1 passed |"
+    assert "| problem | torch fp32 | openvino fp32 | openvino fp16 | openvino (f32) fp32 |" in text
+    assert "| x | pass | FAIL 12.5x | FAIL (not exact) | pass |" in text
+    assert "| y | CRASH | - | - | - |" in text
+    assert text.splitlines()[-1] == "| **all** | 1/2 passed | 0/1 passed, 1 failed | 0/1 passed, 1 failed | 1/1 passed |"
 
 
 @pytest.mark.parametrize("command", [("check", "mb1ic4ih5oc4oh5kh3ph1"), ("hunt", "--space", "mb1-2 ic1-4 oc1-4 ih1-8 kh1-3", "--out", "h.jsonl")])

@@ -40,11 +40,15 @@ def row_of(rec: dict) -> str:
 
 
 def cell_of(rec: dict) -> str:
+    """A check's status; a failure says how far outside its bound (``FAIL 65.3x``: the largest error is 65.3
+    times what the bound allows), or ``FAIL (not exact)`` under the exact bound, which allows no error."""
+    import math
+
     status = rec.get("status")
     text = SHORT.get(status, str(status))
     ratio = rec.get("bound_ratio")
     if status == "failed" and isinstance(ratio, (int, float)):
-        text += f" {ratio:.3g}"
+        text += f" {ratio:.3g}x" if math.isfinite(ratio) else " (not exact)"
     return text
 
 
