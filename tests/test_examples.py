@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ def test_example_runs(path):
     else:
         assert done.returncode == 0, done.stdout + done.stderr
     assert "problem:" in done.stdout
+    if "show_then_test" in path.read_text():  # its tests ran under pytest: the README's `python -m pytest examples/...`
+        assert re.search(r"^\d+ passed", done.stdout.splitlines()[-1]), done.stdout[-2000:]
     import importlib.util
 
     if importlib.util.find_spec("cudnn") is None:

@@ -78,12 +78,19 @@ COMMANDS = [
     ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 2 --backend openvino --precision f32 "
      "--out openvino_f32.jsonl", 3),
     ("convcheck diff openvino.jsonl openvino_f32.jsonl --across precision", 2),
+    # side by side: the runtimes cannot run on the light install, one line each; torch's passes still run
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 2 --match res5 --backend torch,jax,openvino "
+     "--dtype fp32,fp16 --out side.jsonl", 3),
+    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 2 --match res5 --backend jax,onnxruntime,openvino "
+     "--dtype fp32,fp16 --out runtimes.jsonl", 3),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d --algorithm winograd:4", 0),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_rounded_sixth "
      "--algorithm winograd:4", 1),
     ("convcheck check mb2ic64ih28oc64oh28kh3ph1 --backend examples/12_winograd_kernel.py:conv2d_fft --algorithm fft", 0),
 ]
-#: Commands that need the test install (pytest), walked in the full environment.
+#: Commands that need the test install (pytest). tests/test_examples.py runs each of these files whole in the
+#: full environment (``python examples/X.py`` shows its problem, then runs the file's tests under pytest:
+#: this command), so they are not run twice.
 FULL = [
     "python -m pytest examples/08_assert_in_pytest.py -q",
     "python -m pytest examples/11_your_conv_function.py -q",
@@ -126,20 +133,13 @@ def test_the_light_install_is_simulated(light):
 
 
 def test_every_documented_command_is_in_this_walk():
-    documented = {line.split("#")[0].strip() for page in PAGES
+    documented = {" ".join(line.split("#")[0].split()) for page in PAGES
                   for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
-                  for line in block.splitlines() if line.strip().startswith(("convcheck ", "python "))}
+                  for line in block.replace("\\\n", " ").splitlines() if line.strip().startswith(("convcheck ", "python "))}
     walked = {c for c, _ in COMMANDS} | set(FULL) | {f"python examples/{name}" for name in EXAMPLES_RUN}
     missing = {c for c in documented if not any(c.startswith(w) or w.startswith(c) for w in walked)
                and "old.jsonl" not in c}
     assert not missing, missing
-
-
-@pytest.mark.parametrize("line", FULL)
-def test_a_documented_command_that_needs_the_test_install(line, tmp_path):
-    done = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
-    assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
 
 
 @pytest.mark.parametrize("line,code", COMMANDS, ids=[c.split(" --")[0][:60] for c, _ in COMMANDS])
@@ -150,7 +150,13 @@ def test_a_documented_command_on_the_light_install(light, line, code):
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     if code in (2, 3) and line.startswith("convcheck"):
         errors = [x for x in done.stderr.strip().splitlines() if x.startswith("convcheck: error")]
-        assert len(errors) == 1, done.stderr
+        assert len(errors) == _refusals(line), done.stderr
+
+
+def _refusals(line: str) -> int:
+    """How many one-line refusals ``line`` earns: one, or one per hidden runtime a side-by-side sweep names."""
+    backends = shlex.split(line)[shlex.split(line).index("--backend") + 1].split(",") if "--backend" in line else []
+    return sum(b in HIDDEN for b in backends) if len(backends) > 1 else 1
 
 
 EXAMPLES_RUN = sorted(p.name for p in (REPO / "examples").glob("*.py") if not p.name.startswith("_"))

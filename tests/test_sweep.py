@@ -370,10 +370,13 @@ def test_a_backend_that_cannot_run_here_is_one_line_and_the_others_go_on(tmp_pat
     if torch.cuda.is_available():
         pytest.skip("cuDNN can run here")
     out = tmp_path / "side.jsonl"
-    done = run_cli("sweep", "mb1ic4ih5oc4oh5kh3ph1", "--backend", "cudnn,torch", "--out", str(out), "--quiet")
+    done = run_cli("sweep", "mb1ic4ih5oc4oh5kh3ph1", "--backend", "cudnn,torch", "--dtype", "fp32,fp16",
+                   "--out", str(out), "--quiet")
     assert done.returncode == 3, done.stderr
-    assert [line for line in done.stderr.splitlines() if "backend cudnn" in line][0].startswith("convcheck: backend cudnn:")
-    assert [r["backend"] for r in read_records(out)] == ["torch"]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("convcheck: error")]
+    assert len(errors) == 1 and "backend 'cudnn' is unavailable" in errors[0], done.stderr  # once, not once a type
+    assert "== backend cudnn, fp16 (2 of 4): not run, its backend is unavailable (above)" in done.stdout
+    assert sorted((r["backend"], r["dtype"]) for r in read_records(out)) == [("torch", "fp16"), ("torch", "fp32")]
 
 
 def test_a_failing_implementation_shows_in_its_column():

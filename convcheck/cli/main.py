@@ -486,20 +486,24 @@ def _run_side_by_side(args, items_of) -> int:
     passes = side_by_side(args)
     if len(passes) == 1:
         return _run_items(args, items_of(args))
-    codes = []
+    codes, unavailable = [], set()
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
         prepare_out(out, args.resume)  # a full file without --resume is refused before the first pass, not after it
         for k, one in enumerate(passes):
             one.out, one.resume = str(out), args.resume or k > 0  # later passes append to this run's file
             what = f"backend {one.backend or 'auto'}" + (f", {one.dtype}" if one.dtype else "")
+            if one.backend in unavailable:  # said once, by its first pass
+                print(f"\n== {what} ({k + 1} of {len(passes)}): not run, its backend is unavailable (above)", flush=True)
+                continue
             print(f"\n== {what} ({k + 1} of {len(passes)})", flush=True)
             if k and one.backend != passes[k - 1].backend:
                 renew_shared()  # each implementation in workers of its own: no runtime's threads or state meet the next's
             try:
                 codes.append(_run_items(one, items_of(one), whole_file=False))
-            except BackendUnavailable as e:
-                print(f"convcheck: {what}: {e}", file=sys.stderr)
+            except BackendUnavailable as e:  # before this pass's first check; the other backends go on
+                print(f"convcheck: error: {e}", file=sys.stderr)
+                unavailable.add(one.backend)
                 codes.append(e.exit_code)
         records = read_records(out, notices=[]) if out.exists() else []
         if sbs.several(records):
