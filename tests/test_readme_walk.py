@@ -155,7 +155,8 @@ def test_a_documented_command_on_the_light_install(light, line, code):
 
 def _refusals(line: str) -> int:
     """How many one-line refusals ``line`` earns: one, or one per hidden runtime a side-by-side sweep names."""
-    backends = shlex.split(line)[shlex.split(line).index("--backend") + 1].split(",") if "--backend" in line else []
+    args = shlex.split(line)
+    backends = args[args.index("--backend") + 1].split(",") if "--backend" in args else []
     return sum(b in HIDDEN for b in backends) if len(backends) > 1 else 1
 
 
