@@ -21,6 +21,7 @@ them (refusing, exit 3, inputs that are not those).
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -102,11 +103,44 @@ def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: floa
     }
 
 
+#: The values that stand in the script's docstring, as prose (every other value is a Python literal).
+DOCSTRING_VALUES = ("TITLE", "FILE", "VERSION", "SOURCE")
+_PLACE = re.compile(r"\{\{([A-Z_0-9]+)\}\}")
+
+
+def docstring_text(text: str) -> str:
+    """``text`` written so that it reads as itself inside the script's triple-quoted docstring and
+    can never end it: backslashes, double quotes and every character that is not printable ASCII
+    (newlines, controls, the rest of Unicode) escaped. A record's problem, status or engine is data
+    from a file anybody may have written; spliced raw, a ``\"\"\"`` in it would end the docstring
+    and what follows would run."""
+    out = []
+    for ch in str(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
+
 def _fill_in(kind: str, values: dict) -> str:
-    text_out = _template(kind, fast=bool(values.get("FAST_BOUND_FILE")))
-    for key, value in values.items():
-        text_out = text_out.replace("{{" + key + "}}", value if key in ("TITLE", "FILE", "VERSION", "SOURCE") else repr(value))
-    return text_out
+    """The template of ``kind`` with every ``{{NAME}}`` replaced in one pass (a value's own text is
+    never searched for places again): docstring values by :func:`docstring_text`, the others by
+    ``repr``, so that nothing from a record becomes code."""
+    template = _template(kind, fast=bool(values.get("FAST_BOUND_FILE")))
+
+    def value_for(match: re.Match) -> str:
+        key = match.group(1)
+        if key not in values:
+            return match.group(0)
+        return docstring_text(values[key]) if key in DOCSTRING_VALUES else repr(values[key])
+
+    return _PLACE.sub(value_for, template)
 
 
 def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, density: float = 1.0,
