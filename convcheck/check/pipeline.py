@@ -199,6 +199,8 @@ class CheckResult:
             rec["diagnosis"] = self.diagnosis.as_dict()
         elif self.diagnosis_error:
             rec["diagnosis"] = {"cause": None, "error": self.diagnosis_error}
+        if self.judged_as:  # a cuDNN plan judged by its own bound (its notes): repro applies that bound
+            rec["judged_as"] = self.judged_as
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
             rec.update(engine=self.backend_info.get("engine"), engine_index=self.backend_info.get("plan_index"),
                        judged_as=self.judged_as)
@@ -491,8 +493,9 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
             result.time_backend_s, result.time_reference_s = result.stages["under_test"], result.stages["reference"]
             if result.backend_info.get("bitwise_identical") is False:
                 result.plan.notes.append(f"results differ between the {repeat} runs of the same engine (not bitwise reproducible)")
-            if result.status == "failed" and bound_name == "exact" and plan.backend == "cudnn" and not planted.compute:
-                _rejudge_inexact_plan(result, ours, ref, inputs, options.get("heuristics"), where)
+            if result.status == "failed" and plan.backend == "cudnn" and not planted.compute:
+                _judge_by_the_plan(result, ours, ref, inputs, options.get("heuristics"), where,
+                                   explicit=spec.bound not in (None, "auto"))
             if result.status == "failed" and spec.diagnose != 0:
                 stages.enter("diagnose")
                 _diagnose(result, ours, ref, inputs, spec.diagnose, time.perf_counter() - start)
@@ -527,23 +530,33 @@ def _diagnose(result: CheckResult, ours, ref, inputs: ConvInputs, budget_s: floa
         result.diagnosis_error = f"{type(e).__name__}: {e}"
 
 
-def _rejudge_inexact_plan(result: CheckResult, ours, ref, inputs: ConvInputs, heuristics, where: str) -> None:
-    """An exact check failed on cuDNN: if the plan that ran is Winograd/FFT (not exact), it is
-    judged again as a check of every plan would judge it (:func:`bound_for_plan`)."""
+def _judge_by_the_plan(result: CheckResult, ours, ref, inputs: ConvInputs, heuristics, where: str,
+                       explicit: bool) -> None:
+    """A cuDNN check that failed is judged again by the bound of the plan that ran, as a check of every
+    plan judges it (:func:`bound_for_plan`), in every type: a plan whose numerical notes say Winograd or
+    FFT is judged by that algorithm's bound, one with REDUCED_PRECISION_REDUCTION by the bound of a
+    reduced-precision sum, an exact check of a plan that is not exact by the elementwise bound. Only a
+    failure asks: every one of those bounds allows at least what the direct sum's allows, so a check that
+    passed the direct bound passes the plan's too (and reading the notes builds a graph per note). The
+    notes of a graph are read once per process (:func:`convcheck.check.backends.cudnn_graph.plan_notes`)."""
     from .backends import cudnn_graph
 
     problem = result.problem
     try:
         notes, _ = cudnn_graph.plan_notes(problem, tuple(heuristics or cudnn_graph.HEURISTICS))
-    except Exception:
+    except Exception as e:  # the verdict stands, judged as a direct sum; why the plan's notes are unknown is said
+        result.plan.notes.append(f"the plan's numerical notes could not be read ({type(e).__name__}: {e}); "
+                                 "judged as a direct sum")
         return
-    how = bound_for_plan(problem, "exact", notes.get(result.backend_info.get("plan_index"), []),
-                         reference=result.plan.reference)
-    if how.bound == "exact":
+    how = bound_for_plan(problem, result.bound, notes.get(result.backend_info.get("plan_index"), []),
+                         explicit=explicit, reference=result.plan.reference)
+    if how.bound == result.bound and how.problem is problem and not how.reduced and how.algorithm is None:
         return
     bnd = plan_bound(how, result.plan)
     judge(result, ours, ref, bnd, magnitudes_for(bnd, problem, inputs, where), where, result.backend_info.get("redzone") or ())
-    result.plan.notes.append(f"engine {result.backend_info.get('engine')} is {how.why}")
+    result.judged_as = how.judged_as
+    said = how.why or how.judged_as
+    result.plan.notes.append(f"engine {result.backend_info.get('engine')}: {said}")
 
 
 #: What recomputes a stored output: the seed's own rule recomputes it as the lesson did (torch's

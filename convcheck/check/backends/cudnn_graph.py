@@ -265,6 +265,26 @@ def declines(cudnn, error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and any(s in text for s in DECLINING_STATUSES)
 
 
+#: What in a failure's text says the environment failed, not the plan: a library that did not load, versions
+#: that do not match, memory that could not be allocated, a CUDA or driver call that failed, a bad handle.
+#: A plan that fails to build for any other reason (NOT_SUPPORTED, BAD_PARAM, a kernel that failed to
+#: compile: INTERNAL_ERROR_COMPILATION_FAILED) is that plan's failure, and the next plan is tried, as the
+#: frontend's own ``build_plans`` does.
+ENVIRONMENT_FAILURES = ("LOADING_FAILED", "VERSION_MISMATCH", "ALLOC", "EXECUTION_FAILED", "LICENSE", "RUNTIME_",
+                        "MAPPING_ERROR", "NOT_INITIALIZED", "CUDA_API_FAILED", "INVALID_CUDA_DEVICE", "HANDLE_ERROR",
+                        "cudaError", "out of memory")
+
+
+def plan_rejected(cudnn, error: BaseException) -> bool:
+    """Whether a plan's failure to build is the plan's own (cuDNN declined it, or rejected its
+    parameters, or its kernel did not compile): the check records it among the rejected plans and
+    tries the next. False for a misused call (not a RuntimeError) and for an environment or resource
+    failure (:data:`ENVIRONMENT_FAILURES`): no other plan would fare better, and the check is an error."""
+    if declines(cudnn, error):
+        return True
+    return isinstance(error, RuntimeError) and not any(mark in str(error) for mark in ENVIRONMENT_FAILURES)
+
+
 def _stage(what: str, fn, *args, cudnn=None):
     """``fn(*args)``, a call of the graph's pipeline: cuDNN's decline becomes :class:`Unsupported`,
     any other failure :class:`FrontendCallFailed` (an error record naming the call)."""
@@ -464,7 +484,9 @@ class PlanRun:
     redzone: list = field(default_factory=list)  # strings, one per corrupted guard
     bitwise_identical: bool | None = None  # None unless repeated
     rejected: list = field(default_factory=list)  # plans tried before this one, with their errors
-    declined: bool = True  # a failure was cuDNN declining the plan (not a misused call or a CUDA error)
+    #: a failure to build was the plan's own (:func:`plan_rejected`); False for a misused call, an environment
+    #: failure, and every failure to execute (a plan that built and then failed is an error, never judged)
+    declined: bool = True
 
     @property
     def median_ms(self) -> float | None:
@@ -483,7 +505,15 @@ def build_plan(prep: Prepared, index: int) -> PlanRun:
         prep.built.add(index)
     except Exception as e:
         run.error = f"{type(e).__name__}: {str(e).strip()}"[:300]
-        run.declined = declines(prep.cudnn, e)
+        run.declined = plan_rejected(prep.cudnn, e)
+    return run
+
+
+def execute_failed(run: PlanRun, error: BaseException) -> PlanRun:
+    """A built plan that failed to execute: its output is not an answer (it may hold the poison or a
+    partial write), so the check is an error naming the call, never a verdict, and no other plan is tried."""
+    run.built, run.declined = False, False
+    run.error = f"execute: {type(error).__name__}: {str(error).strip()}"[:300]
     return run
 
 
@@ -546,8 +576,7 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
             try:
                 g.execute_plan_at_index(pack, ws.ptr, index, handle=prep.handle)
             except Exception as e:
-                run.built, run.error = False, f"execute: {type(e).__name__}: {str(e).strip()}"[:300]
-                run.declined = declines(prep.cudnn, e)  # a built plan that fails to run is an error, unless cuDNN declined
+                execute_failed(run, e)
                 prep.torch_stream.synchronize()
                 return pending
             end.record(prep.torch_stream)
@@ -588,18 +617,15 @@ def result_tensor(prep: Prepared):
 
 
 def pick_plan(prep: Prepared, engine=None) -> PlanRun:
-    """The plan a check runs: by index, by name, or (``engine`` None) the first in the heuristics' order
-    that builds and runs. :class:`Unsupported` where cuDNN declines every one; FrontendCallFailed where a
-    plan failed for another reason."""
-    return _pick(prep, engine)
-
-
-def _pick(prep: Prepared, engine) -> PlanRun:
-    """The chosen plan: by index, by name, or the first (heuristics order) that builds."""
+    """The plan a check runs, executed: by index, by name, or (``engine`` None) the first in the heuristics'
+    order that builds, the plans that fail to build for their own reasons (:func:`plan_rejected`) recorded
+    as rejected. :class:`Unsupported` where no plan builds; :class:`FrontendCallFailed` where a plan failed
+    for another reason or failed to execute (the output is then never judged)."""
     if engine is None:
         if prep.first_built is not None:  # a reused graph: its choice is known
             index, rejected = prep.first_built
             run = execute_plan(prep, index)
+            refuse_failed_plan(run)
             run.rejected = rejected
             return run
         failures = []
@@ -626,8 +652,9 @@ def _pick(prep: Prepared, engine) -> PlanRun:
 
 
 def refuse_failed_plan(run: PlanRun) -> None:
-    """A plan that failed other than by cuDNN's decline stops the check as an error (the next plan is
-    not tried: a CUDA error or a misused call is no reason to look for another engine)."""
+    """A plan that failed other than by its own rejection (:func:`plan_rejected`), or failed to execute,
+    stops the check as an error (the next plan is not tried: a CUDA error, an environment failure or a
+    misused call is no reason to look for another engine)."""
     if not run.built and not run.declined:
         call = "execute_plan_at_index" if run.error.startswith("execute:") else "build_plan_at_index"
         raise FrontendCallFailed(f"{call} (plan {run.index}, {run.name})", run.error.removeprefix("execute: "))
@@ -682,9 +709,10 @@ def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heurist
     The tensor is the graph's output buffer itself (DLPack, no copy): a later run of the
     same problem overwrites it, so it is read (or cloned) before the next check."""
     prep = prepare(problem, inputs, heuristics)
-    chosen = _pick(prep, engine)
+    chosen = pick_plan(prep, engine)
     if repeat > 1:
         again = execute_plan(prep, chosen.index, runs=repeat, repeat_check=True)
+        refuse_failed_plan(again)
         chosen.bitwise_identical = again.bitwise_identical
         chosen.redzone += again.redzone
     return result_tensor(prep), plan_info(prep, chosen, repeat)
@@ -693,26 +721,45 @@ def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heurist
 # ---------------------------------------------------------------------------- plan notes
 
 
+#: Plans' numerical notes already read, by (problem, heuristics, device): reading them builds a graph per
+#: probed note, which a failed check's second judgement and every plan of ``engines`` would otherwise repeat.
+_NOTES: "OrderedDict[tuple, tuple[dict, str]]" = OrderedDict()
+NOTES_KEPT = 256
+
+
 def plan_notes(problem: ConvProblem, heuristics=HEURISTICS) -> tuple[dict, str]:
     """Numerical notes of every plan, as far as the frontend shows them.
 
     The Python bindings expose behaviour notes per plan but not numerical notes;
     the note *filters* do see them. So, per note, a fresh graph with the same plans
     keeps only the plans carrying that note (``select_numeric_notes``), and each
-    plan that still builds has it. Returns ({index: [notes]}, a remark)."""
+    plan that still builds has it. Returns ({index: [notes]}, a remark). A graph cuDNN
+    declines is :class:`Unsupported`, any other failure of its first build
+    :class:`FrontendCallFailed`, as in every other stage (:func:`_stage`)."""
     import torch
 
+    device = torch.cuda.current_device()
+    key = (problem, tuple(h.upper() for h in heuristics), device)
+    if key not in _NOTES:
+        _NOTES[key] = _read_plan_notes(problem, heuristics, device)
+        while len(_NOTES) > NOTES_KEPT:
+            _NOTES.popitem(last=False)
+    notes, remark = _NOTES[key]
+    return {i: list(n) for i, n in notes.items()}, remark
+
+
+def _read_plan_notes(problem: ConvProblem, heuristics, device: int) -> tuple[dict, str]:
     cudnn = fc.import_frontend()
     descs = host_descriptors(problem)
     heur = heur_modes(cudnn, heuristics)
-    handle = _handle(cudnn, torch.cuda.current_device())  # the device's one handle, as every graph here
+    handle = _handle(cudnn, device)  # the device's one handle, as every graph here
 
     def fresh():
         cg = build_graph(cudnn, problem, descs, handle=handle)
         g = cg.graph
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans(heur)
+        _stage("validate", g.validate, cudnn=cudnn)
+        _stage("build_operation_graph", g.build_operation_graph, cudnn=cudnn)
+        _stage("create_execution_plans", g.create_execution_plans, heur, cudnn=cudnn)
         return g
 
     base = fresh()
