@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from convcheck.check import run_check
+from convcheck.check.pipeline import run_check
 
 
 def checked(p, **options):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from convcheck import fft, winograd  # noqa: E402
-from convcheck.problem import ConvProblem  # noqa: E402
+from convcheck.numerics import fft, winograd  # noqa: E402
+from convcheck.problem.descriptor import ConvProblem  # noqa: E402
 
 #: name -> the --algorithm each declares
 IMPLEMENTATIONS = {"f2_lavin": "winograd:2:lavin", "f4_lavin": "winograd:4:lavin", "f4_onednn": "winograd:4:onednn",

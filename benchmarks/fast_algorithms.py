@@ -43,10 +43,10 @@ import _paths  # noqa: E402
 from _checks import checked  # noqa: E402
 from _winograd_impls import IMPLEMENTATIONS  # noqa: E402
 
-from convcheck import winograd  # noqa: E402
+from convcheck.numerics import winograd  # noqa: E402
 from convcheck.base.errors import BadInput  # noqa: E402
 from convcheck.check.memory import TooLarge  # noqa: E402
-from convcheck.problem import parse_descriptor  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor  # noqa: E402
 from convcheck.campaign.sweep import collect  # noqa: E402
 from convcheck.check.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of  # noqa: E402
 

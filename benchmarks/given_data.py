@@ -43,10 +43,10 @@ import _paths  # noqa: E402
 
 from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close  # noqa: E402
 from convcheck.check.backends import im2col, torch64  # noqa: E402
-from convcheck.check import check_stored_output  # noqa: E402
-from convcheck.check.fill import ConvInputs  # noqa: E402
+from convcheck.check.pipeline import check_stored_output  # noqa: E402
+from convcheck.base.inputs import ConvInputs  # noqa: E402
 from convcheck.check.plant import fp16_accumulation  # noqa: E402
-from convcheck.problem import parse_descriptor  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor  # noqa: E402
 from convcheck.numerics.summation import element_terms  # noqa: E402
 
 # Depths of ResNet-50's layers. fprop/dgrad: n = channels x taps (few outputs, the layer's

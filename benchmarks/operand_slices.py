@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 
 import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 
-from convcheck import memory  # noqa: E402
+from convcheck.check import memory  # noqa: E402
 from convcheck.base.errors import BadInput  # noqa: E402
 from convcheck.numerics.fast_bound import parse_algorithm  # noqa: E402
-from convcheck.problem import parse_descriptor  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor  # noqa: E402
 
 IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
 
@@ -49,7 +49,7 @@ def one(problem, algorithm: str, size: int | None) -> dict:
     """One check of ``problem`` with ``max_memory`` at the estimate for operand slice ``size`` (None:
     the default), after a warm-up check of a smaller problem (imports, kernels, the allocator; not this
     problem's bound, which would then be kept, not computed)."""
-    from convcheck.check import run_check
+    from convcheck.check.pipeline import run_check
 
     alg = parse_algorithm(algorithm)
     impl = f"{IMPLS}:f{alg.m}_{alg.who or 'lavin'}_{problem.direction}"

@@ -47,9 +47,10 @@ import _paths  # noqa: E402
 from convcheck import run_check  # noqa: E402
 from convcheck.numerics.bound import resolve  # noqa: E402
 from convcheck.base.errors import BadInput  # noqa: E402
-from convcheck.check.fill import ConvInputs, make_inputs  # noqa: E402
+from convcheck.base.inputs import ConvInputs  # noqa: E402
+from convcheck.check.fill import make_inputs  # noqa: E402
 from convcheck.check.plant import BUGS, applies, effect  # noqa: E402
-from convcheck.problem import parse_descriptor  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor  # noqa: E402
 from convcheck.problem.random_problems import random_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 from _timing import median_time as timed  # noqa: E402
 from convcheck.check.backends import numpy_ref, torch_conv  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
-from convcheck.problem import parse_descriptor, read_batch_file  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor, read_batch_file  # noqa: E402
 
 EXTRA = [
     ("1-D conv_dw (shapes_1d)", 'g128mb1ic128iw16oc128ow16kw3sw1pw1n"conv_dw"'),

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 import convcheck  # noqa: E402,F401
 from convcheck.campaign import side_by_side  # noqa: E402
 from convcheck.check import backends  # noqa: E402
-from convcheck.cli import main as convcheck_main  # noqa: E402
+from convcheck.cli.main import main as convcheck_main  # noqa: E402
 
 CASES = REPO / "cases" / "benchdnn"
 LISTS = (("resnet_50", CASES / "shapes_resnet_50", None),

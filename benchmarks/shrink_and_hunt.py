@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from convcheck.check.backends.user_function import call_for  # noqa: E402
-from convcheck.cli import main as cli  # noqa: E402
+from convcheck.cli.main import main as cli  # noqa: E402
 from convcheck.campaign.hunt import trigger  # noqa: E402
-from convcheck.problem import parse_descriptor, read_batch_file  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor, read_batch_file  # noqa: E402
 
 BUGS = REPO / "examples" / "shape_bugs.py"
 SPACE = "mb1-16 g1-4 ic1-16 oc1-16 ih1-32 iw1-128 kh1-3 kw1-3 sh1-2 sw1-2 ph0-2 pw0-2 dh0-1 dw0-1"
@@ -166,7 +166,7 @@ def part_padding(args, tmp: Path) -> None:
     argv = ["sweep", *[a for f in lists for a in ("--batch", f)], "--mb", 1, "--backend", f"{BUGS}:shifted_padding",
             "--jobs", args.jobs, "--out", out, "--quiet"]
     _, _, _, seconds = run(*argv)
-    from convcheck.campaign.records import problem_from_record
+    from convcheck.problem.descriptor import problem_from_record
 
     tally: dict = {}
     for line in out.read_text().splitlines():

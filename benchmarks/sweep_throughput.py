@@ -54,11 +54,11 @@ import torch  # noqa: E402
 from _timing import cold_and_warm  # noqa: E402
 
 from convcheck.check.backends import torch64, torch_conv  # noqa: E402
-from convcheck.cli import main as convcheck_main  # noqa: E402
+from convcheck.cli.main import main as convcheck_main  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
 from convcheck.base.math_mode import torch_conv_math  # noqa: E402
-from convcheck import dtypes  # noqa: E402
-from convcheck.campaign.records import problem_from_record  # noqa: E402
+from convcheck.base import dtypes  # noqa: E402
+from convcheck.problem.descriptor import problem_from_record  # noqa: E402
 
 STAGES = ("fill", "under_test", "reference", "magnitudes", "compare")
 
@@ -91,7 +91,7 @@ def inline_checks(on: bool):
         sweep_module.make_executor = saved
 
 
-INLINE_MAIN = ("import sys; from convcheck import sweep; from convcheck.cli import main; "
+INLINE_MAIN = ("import sys; from convcheck.campaign import sweep; from convcheck.cli.main import main; "
                "sweep.make_executor = lambda *a, **k: sweep.InlineExecutor(); sys.exit(main(sys.argv[1:]))")
 
 

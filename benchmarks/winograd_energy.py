@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 import torch  # noqa: E402
 
-from convcheck import energy_kernels, fast_bound, winograd  # noqa: E402
+from convcheck.numerics import energy_kernels, fast_bound, winograd  # noqa: E402
 from convcheck.check.backends import numpy_ref  # noqa: E402
 from convcheck.base.errors import BadInput  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
-from convcheck.problem import parse_descriptor  # noqa: E402
+from convcheck.problem.descriptor import parse_descriptor  # noqa: E402
 from fast_algorithms import layer_range, layers  # noqa: E402
 
 

@@ -146,8 +146,8 @@ BLOCK = {"fprop": 8, "dgrad": 8, "wgrad": 2}
 
 
 def _winograd(x, w, bias, stride, padding, dilation, groups):
-    from convcheck import winograd
-    from convcheck.problem import ConvProblem
+    from convcheck.numerics import winograd
+    from convcheck.problem.descriptor import ConvProblem
 
     p = ConvProblem(mb=x.shape[0], ic=x.shape[1], oc=w.shape[0], input=tuple(x.shape[2:]), kernel=tuple(w.shape[2:]),
                     pad_pre=tuple(padding), pad_post=tuple(padding), groups=groups, direction="fprop")

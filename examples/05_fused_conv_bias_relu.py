@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from convcheck.check import backends
 from convcheck import parse_descriptor, run_check
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
-from convcheck.problem import layout_from_name
+from convcheck.problem.descriptor import layout_from_name
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -43,9 +43,12 @@ def main() -> int:
     else:
         r = run_check(problem, backend="cudnn")
     c = r.comparison
+    if c is None:  # not judged: cuDNN declined the problem, or the run failed; the check says why
+        print(f"checked {r.plan.backend} vs {r.plan.reference}: {r.status}: {r.message}")
+        return r.exit_code
     print(f"checked {r.plan.backend} vs {r.plan.reference}: {r.status}; {c.derivation}")
     print(f"largest |ours - ref| = {c.max_abs_diff:.3e}, error/allowed {c.max_ratio:.3g}")
-    return 0 if r.status == "passed" else 1
+    return r.exit_code
 
 
 if __name__ == "__main__":

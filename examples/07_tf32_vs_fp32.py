@@ -19,7 +19,7 @@ from convcheck.check import backends
 from convcheck import parse_descriptor
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 from convcheck.check.judging import make_bound
-from convcheck.check import abs_conv
+from convcheck.check.pipeline import abs_conv
 from convcheck.check.compare import compare
 from convcheck.check.fill import make_inputs
 
@@ -37,25 +37,30 @@ def main() -> int:
         print(e)
     inputs = make_inputs(p32, 0)
     reason = backends.unavailable_reason("cudnn", "cuda")
+    if not reason:
+        import torch
+
+        from convcheck.base.errors import Unsupported
+        from convcheck.check.backends import torch_conv
+
+        torch.cuda.set_stream(torch.cuda.Stream())
+        try:  # a GPU before Ampere (a Tesla T4) has no TF32: cuDNN is not asked, and the example says why
+            y_tf32, info = cudnn_graph.run(p32.with_(dtype="tf32"), inputs, "cuda")
+        except Unsupported as e:
+            reason = e.reason
+        else:
+            print(f"TF32 engine: {info['engine']} (selected notes {info['selected_numeric_notes']})")
+            ref, _ = torch_conv.run(p32, inputs, "cuda")  # IEEE fp32
+            device, sides = "cuda", ("cudnn", "torch")
     if reason:
-        # No TF32 hardware here: emulate TF32 by rounding the inputs, which is what the engine does.
+        # No TF32 here: emulate TF32 by rounding the inputs, which is what the engine does.
         from convcheck.base import dtypes
         from convcheck.check.backends import numpy_ref
 
         y_tf32 = numpy_ref.conv_forward(p32, dtypes.round_tf32(inputs.x), dtypes.round_tf32(inputs.w))
         ref = numpy_ref.conv_forward(p32, inputs.x, inputs.w)
         device, sides = "cpu", ("torch", "numpy")
-        print(f"cuDNN not used ({reason}); TF32 emulated by rounding the inputs")
-    else:
-        import torch
-
-        from convcheck.check.backends import torch_conv
-
-        torch.cuda.set_stream(torch.cuda.Stream())
-        y_tf32, info = cudnn_graph.run(p32.with_(dtype="tf32"), inputs, "cuda")
-        print(f"TF32 engine: {info['engine']} (selected notes {info['selected_numeric_notes']})")
-        ref, _ = torch_conv.run(p32, inputs, "cuda")  # IEEE fp32
-        device, sides = "cuda", ("cudnn", "torch")
+        print(f"cuDNN's TF32 not run ({reason}); TF32 emulated by rounding the inputs")
     a = abs_conv(p32, inputs, device)
     as_fp32 = compare(y_tf32, ref, make_bound("elementwise", p32, sides), a)
     as_tf32 = compare(y_tf32, ref, make_bound("elementwise", p32.with_(dtype="tf32"), sides), a)

@@ -23,7 +23,8 @@ except ImportError:  # the light install has no pytest: main() says so in one li
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from convcheck import assert_conv_close, assert_conv_weight_grad_close, dtypes  # noqa: E402
+from convcheck import assert_conv_close, assert_conv_weight_grad_close  # noqa: E402
+from convcheck.base import dtypes  # noqa: E402
 
 
 def my_conv2d(x: np.ndarray, w: np.ndarray, padding: int = 0, stride: int = 1, round_inputs=None) -> np.ndarray:

@@ -1,6 +1,6 @@
 """How one check walks convcheck's modules: which modules it enters; the walk (the modules in the order
 the check's calls enter them, a *stop* each time the call moves to another module) and how many of its
-steps climb back to a layer above the last (convcheck/layers.py); and how many calls cross modules.
+steps climb back to a layer above the last (scripts/layers.py); and how many calls cross modules.
 
     python scripts/trace_check.py [DESCRIPTOR] [--backend NAME] [--bound B] [--dtype T] [--moved FILE]
 

@@ -55,6 +55,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _gpu_test_limit(request):
+    """``CONVCHECK_GPU_TEST_LIMIT=S``: a GPU test that runs past S seconds fails there, and the run goes on
+    to the next (scripts/gpu_check.sh runs the GPU tests so, inside its own deadline)."""
+    limit = int(os.environ.get("CONVCHECK_GPU_TEST_LIMIT") or 0)
+    if not limit or "gpu" not in request.keywords:
+        yield
+        return
+    import signal
+
+    def stop(signum, frame):
+        pytest.fail(f"this GPU test ran past its {limit} s (CONVCHECK_GPU_TEST_LIMIT)", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(limit)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @pytest.fixture
 def cases_dir() -> Path:
     if not CASES.is_dir():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from convcheck.check import backends
-from convcheck.check import resolve
+from convcheck.check.plan import resolve
 from convcheck.base.errors import BackendUnavailable, BadInput
 
 

@@ -113,7 +113,7 @@ def test_negative_strides_do_not_crash_the_hand_over():
 
 def test_reduced_precision_accumulation_widens_only_the_engine_side():
     from convcheck.check.judging import make_bound
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
 
     p = parse_descriptor("mb2ic64ih8oc8oh8kh3ph1", dtype="fp16")
     plain = make_bound("elementwise", p, ("cudnn", "torch"))
@@ -157,7 +157,7 @@ def test_the_gpu_whole_tensor_pass_gives_the_numbers_of_the_host_pass(plant, bou
     from convcheck.check.judging import make_bound
     from convcheck.check.compare import CHUNK, _bound_args, summarize
     from convcheck.numerics.magnitudes import Magnitudes
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
 
     ours, ref = _large_case(plant)
     if bound_kind == "elementwise":
@@ -191,10 +191,10 @@ def test_the_gpu_pass_on_real_checks_equals_the_host_pass(desc, kw, dtype, plant
     from convcheck.check.backends import torch64, torch_conv
     from convcheck.numerics.bound import ExactBound
     from convcheck.check.judging import make_bound
-    from convcheck.check import abs_conv
+    from convcheck.check.pipeline import abs_conv
     from convcheck.check.compare import _bound_args, summarize
     from convcheck.check.fill import make_inputs
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
 
     p = parse_descriptor(desc, **kw)
     inputs = make_inputs(p, 5)
@@ -224,8 +224,8 @@ def test_nothing_on_a_check_s_path_compiles(monkeypatch):
     from pathlib import Path
 
     import convcheck
-    from convcheck.check import run_check
-    from convcheck.problem import parse_descriptor
+    from convcheck.check.pipeline import run_check
+    from convcheck.problem.descriptor import parse_descriptor
 
     def refuse(*args, **kwargs):
         raise AssertionError("torch.compile was called on a check's path")

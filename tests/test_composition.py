@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from convcheck.cli.options import options, verdict_options
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.campaign.records import record_key
 from convcheck.campaign.shrink import size
 from tests.conftest import REPO
@@ -33,7 +33,7 @@ PLANT = "padding"  # torch's failure, where the option is not the plant itself
 
 def cli(capfd, *argv) -> tuple[int, str, str]:
     """``convcheck ARGV`` in this process (its checks in the process's one supervised worker)."""
-    from convcheck.cli import main
+    from convcheck.cli.main import main
 
     capfd.readouterr()
     code = main([str(a) for a in argv])

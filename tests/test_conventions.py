@@ -12,7 +12,7 @@ from convcheck import assert_conv_function, check_conv_function
 from convcheck.base.errors import BadInput
 from convcheck.campaign.records import record_key
 from convcheck.check.backends.conventions import parse, tf_padding
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from tests.conftest import REPO, run_cli
 from tests import other_conventions as oc
 from tests.question_numpy_conv import conv_forward_naive, conv_fp16_inside
@@ -114,10 +114,56 @@ def test_the_convention_is_in_the_record_key_and_rerun_calls_the_function_so_aga
 
 
 @pytest.mark.parametrize("function,said", [
-    ("returns_a_list", "returned a list; expected a NumPy array"),
+    ("returns_a_list", "returned a list; expected an array: a torch tensor, or anything with __dlpack__"),
     ("returns_nchw", "returned shape (2, 8, 9, 9); the fprop of mb2ic8ih9"),
 ])
 def test_an_answer_of_the_wrong_kind_or_order_is_one_line(function, said):
     done = run_cli("check", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{OTHER}:{function}", "--convention", "nhwc,ohwi,numpy")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
     assert "in NHWC order has shape (2, 9, 9, 8)" in done.stderr or function == "returns_a_list"
+
+
+JAX_FUNCTIONS = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", False)
+
+
+def jax_nhwc(x, w, strides=1, padding=0, dilation_rate=1):
+    """keras.ops.conv's arguments: NHWC data, HWIO weights, JAX arrays out."""
+    pad = [(padding, padding)] * (x.ndim - 2) if isinstance(padding, int) else padding
+    return jax.lax.conv_general_dilated(jnp.asarray(x), jnp.asarray(w), (strides,) * (x.ndim - 2), pad,
+                                        rhs_dilation=(dilation_rate,) * (x.ndim - 2),
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                        precision=jax.lax.Precision.HIGHEST)
+
+
+class ArrayOnly:
+    """An array that offers only __array__ (no DLPack): an older framework's tensor."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a if dtype is None else self.a.astype(dtype)
+
+
+def array_only(x, w, strides=1, padding=0, dilation_rate=1):
+    return ArrayOnly(jax_nhwc(x, w, strides, padding, dilation_rate))
+'''
+
+
+@pytest.mark.parametrize("name", ["jax_nhwc", "array_only"])
+def test_a_framework_s_own_array_is_an_answer(tmp_path, name):
+    """A function written for JAX, returning a JAX array (DLPack), or an object that offers only __array__,
+    is judged as written: its dilation called dilation_rate, its strides strides."""
+    pytest.importorskip("jax")
+    source = tmp_path / "jaxconv.py"
+    source.write_text(JAX_FUNCTIONS)
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "mb2ic8ih9oc8oh5kh3sh2ph1", "mb2ic8ih9oc8oh5kh3sh2ph3dh1", "--backend", f"{source}:{name}",
+                   "--convention", "nhwc,hwio,numpy", "--bound", "elementwise", "--out", str(out), "--quiet")
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert done.returncode == 0 and [r["status"] for r in recs] == ["passed", "passed"], done.stderr

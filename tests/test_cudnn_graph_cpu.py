@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 from .conftest import run_on_alt_frontend
 
@@ -72,7 +72,7 @@ def test_graph_construction_on_a_second_frontend_release():
     """The same graph through another cudnn-frontend release (1.23: the C++ pygraph)."""
     code = (
         "import json, cudnn\n"
-        "from convcheck.problem import parse_descriptor\n"
+        "from convcheck.problem.descriptor import parse_descriptor\n"
         "from convcheck.check.backends import cudnn_graph, frontend_compat as fc\n"
         "p = parse_descriptor('mb2ic8ih13oc16oh7kh3sh2ph3dh1', mode='conv')\n"
         "print(json.dumps({'version': fc.frontend_version(cudnn), 'summary': fc.graph_summary(cudnn_graph.graph_for(p).graph)}))\n"
@@ -93,7 +93,7 @@ import json
 import cudnn
 from convcheck.check.backends import cudnn_graph
 from convcheck.base.errors import Unsupported
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 def outcome(what, fn, *args):
     try:

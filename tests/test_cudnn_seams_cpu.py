@@ -185,14 +185,16 @@ class DecliningGraph:
 
 @pytest.fixture
 def declining_graph(cudnn, monkeypatch):
-    """Every graph convcheck builds is declined at validate; the device's handle and number are the
-    stand-ins a GPU would give (the check itself never reaches them)."""
+    """Every graph convcheck builds is declined at validate; the device's handle, number, name and compute
+    capability are the stand-ins a GPU would give (a Hopper's: bf16 passes the capability gate)."""
     from convcheck.check.backends import cudnn_graph
 
     monkeypatch.setattr(cudnn_graph, "build_graph",
                         lambda cudnn_, problem, descs, handle=None: cudnn_graph.ConvGraph(DecliningGraph(cudnn), {}, "Y"))
     monkeypatch.setattr(cudnn_graph, "_handle", lambda cudnn_, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")  # bf16 it has
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(cudnn_graph, "_NOTES", type(cudnn_graph._NOTES)())
 
 

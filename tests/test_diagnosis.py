@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import torch.nn.functional as F
 from convcheck.check.backends import user_function
 from convcheck.check.pipeline import run_spec
 from convcheck.check.spec import CheckSpec
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from tests.conftest import REPO, run_cli
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -14,7 +14,7 @@ from convcheck.check.backends import numpy_ref, torch_conv
 from convcheck.base.errors import BadInput
 from convcheck.check.fill import make_inputs
 from convcheck.check.plant import applies, effect
-from convcheck.problem import ACTIVATIONS, ConvProblem, parse_descriptor
+from convcheck.problem.descriptor import ACTIVATIONS, ConvProblem, parse_descriptor
 from convcheck.problem.random_problems import random_problem
 from tests.conftest import needs_frontend
 
@@ -153,7 +153,7 @@ def test_fused_graph_through_the_real_frontend(act, mode):
 def test_backward_and_fused_graphs_on_the_second_frontend_release():
     code = (
         "import json\n"
-        "from convcheck.problem import parse_descriptor\n"
+        "from convcheck.problem.descriptor import parse_descriptor\n"
         "from convcheck.check.backends import cudnn_graph, frontend_compat as fc\n"
         "out = {}\n"
         "for d in ('dgrad', 'wgrad'):\n"

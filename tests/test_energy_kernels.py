@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from convcheck.numerics import energy_kernels
-from convcheck import winograd as W
-from convcheck.problem import parse_descriptor
+from convcheck.numerics import winograd as W
+from convcheck.problem.descriptor import parse_descriptor
 
 pytestmark = pytest.mark.skipif(not energy_kernels.available(), reason="numba is not installed")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from convcheck.check.backends.cudnn_graph import select_indices
 from convcheck.check.engines import format_table
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 from .conftest import run_cli
 

@@ -17,11 +17,11 @@ from convcheck import check_conv_function
 from convcheck.numerics import fft, winograd
 from convcheck.check.backends import torch_conv
 from convcheck.numerics.bound import lambda_for
-from convcheck.check import run_check
+from convcheck.check.pipeline import run_check
 from convcheck.base.errors import BadInput
 from convcheck.numerics.fast_bound import parse_algorithm
 from convcheck.check.plant import applies
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.check.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def _main(*args):
     import io
     import os
 
-    from convcheck.cli import main
+    from convcheck.cli.main import main
 
     err, out = io.StringIO(), io.StringIO()
     here = os.getcwd()
@@ -533,7 +533,6 @@ def test_a_problem_that_stops_fitting_during_its_checks_is_refused_whole_and_the
 def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
     """A check that would not fit beside the kept fast bounds (fast_bound.RECENT) is not refused for them:
     they are let go, and the check is asked again; with nothing kept, the refusal stands."""
-    from convcheck import check
     from convcheck.numerics import fast_bound
     from convcheck.check import memory
 
@@ -542,18 +541,17 @@ def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
     free = [need - 1]  # too little, until the kept bounds go
     monkeypatch.setattr(memory, "available_host", lambda: free[0])
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda real=fast_bound.RECENT.release: free.__setitem__(0, need) or real() or 1)
-    assert check.require_room(p, {"cpu"}) == (need, None)
+    assert memory.require_room(p, {"cpu"}) == (need, None)
     free[0] = need - 1
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept: refused
     with pytest.raises(memory.TooLarge):
-        check.require_room(p, {"cpu"})
+        memory.require_room(p, {"cpu"})
 
 
 def test_the_heap_s_freed_pages_are_handed_back_before_a_check_is_refused(monkeypatch):
     """What the process freed but the C heap kept (arrays under glibc's mmap threshold) counts against
     MemAvailable; a check that would not fit is asked again after memory.return_freed_heap, and fits
     if that made the room. Where it made none, the refusal stands."""
-    from convcheck import check
     from convcheck.numerics import fast_bound
     from convcheck.check import memory
 
@@ -563,11 +561,11 @@ def test_the_heap_s_freed_pages_are_handed_back_before_a_check_is_refused(monkey
     monkeypatch.setattr(memory, "available_host", lambda: free[0])
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept
     monkeypatch.setattr(memory, "return_freed_heap", lambda: free.__setitem__(0, need) or True)
-    assert check.require_room(p, {"cpu"}) == (need, None)
+    assert memory.require_room(p, {"cpu"}) == (need, None)
     free[0] = need - 1
     monkeypatch.setattr(memory, "return_freed_heap", lambda: False)
     with pytest.raises(memory.TooLarge):
-        check.require_room(p, {"cpu"})
+        memory.require_room(p, {"cpu"})
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the process's RSS from /proc")

@@ -43,7 +43,7 @@ import importlib.util, json, sys
 from pathlib import Path
 import cudnn
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 kinds = json.loads(sys.argv[1]) if len(sys.argv) > 1 else KINDS
 out = {"version": cudnn.__version__, "graphs": {}}

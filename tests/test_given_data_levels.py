@@ -24,7 +24,7 @@ from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_co
 from convcheck.check.backends import torch64
 from convcheck.base.errors import BadInput
 from convcheck.problem.lesson_io import read_lesson
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.problem.random_problems import random_problems
 from convcheck.numerics.summation import element_terms, order_statistics
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from convcheck.base.errors import BadInput
 from convcheck.campaign.hunt import contains, trigger, without
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.problem.space import around, draw, parse_space
 from tests.conftest import REPO, run_cli
 
@@ -253,7 +253,7 @@ def test_a_cudnn_failure_shrinks_and_hunts_on_its_own_plan_by_name(tmp_path):
     records (and keys) say engine_pinned. Without a GPU the first candidate says so: exit 3."""
     from convcheck.campaign.records import record_key
     from convcheck.campaign.shrink import options_of
-    from convcheck.campaign.sweep import Item, SweepOptions, _identity
+    from convcheck.campaign.sweep import Item, _identity
 
     rec = {"problem": "mb2ic4ih6iw6oc4oh6ow6kh3kw3sh1sw1ph1pw1dh0dw0", "mode": "xcorr", "dtype": "fp32", "layout": "NCHW",
            "direction": "fprop", "fuse": [], "bound": "exact", "seed": 0, "backend": "cudnn", "reference": "torch64",

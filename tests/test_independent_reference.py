@@ -16,11 +16,13 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from convcheck.check import backends, plan as check_mod
+from convcheck.base.math_mode import cudnn_disabled
 from convcheck.check.backends import numpy_ref, torch64
-from convcheck.check import Plan, resolve, run_check, shared_implementation
+from convcheck.check.plan import Plan, resolve, shared_implementation
+from convcheck.check.pipeline import run_check
 from convcheck.output.evidence import report_text
 from convcheck.check.fill import make_inputs
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 from .conftest import run_cli
 
@@ -61,7 +63,7 @@ def test_torch64_is_float64_on_every_kind_of_problem(desc, kw, direction):
        direction=st.sampled_from(["fprop", "dgrad", "wgrad"]))
 def test_torch64_matches_numpy_on_random_geometry(seed, g, k, s, pre, post, d, direction):
     from convcheck.base.errors import BadInput
-    from convcheck.problem import ConvProblem
+    from convcheck.problem.descriptor import ConvProblem
 
     try:
         p = ConvProblem(mb=2, ic=2 * g, oc=3 * g, groups=g, input=(9, 8), kernel=(k, 2), stride=(s, 1),
@@ -75,10 +77,10 @@ def test_torch64_matches_numpy_on_random_geometry(seed, g, k, s, pre, post, d, d
 
 def test_cudnn_is_off_inside_and_restored_after():
     before = torch.backends.cudnn.enabled
-    with torch64.cudnn_disabled():
+    with cudnn_disabled():
         assert torch.backends.cudnn.enabled is False
     assert torch.backends.cudnn.enabled == before
-    with pytest.raises(RuntimeError), torch64.cudnn_disabled():
+    with pytest.raises(RuntimeError), cudnn_disabled():
         raise RuntimeError("inside")
     assert torch.backends.cudnn.enabled == before
 
@@ -132,7 +134,7 @@ def test_shared_implementation_is_said_only_for_cudnn_against_torch_s_cudnn(monk
     for plan in (Plan("cudnn", "cuda", "torch64", "cuda"), Plan("cudnn", "cuda", "numpy", "cpu"),
                  Plan("torch", "cpu", "numpy", "cpu")):
         assert shared_implementation(plan) is None
-    with torch64.cudnn_disabled():  # torch's cuDNN switched off: torch is not cuDNN then
+    with cudnn_disabled():  # torch's cuDNN switched off: torch is not cuDNN then
         assert shared_implementation(Plan("cudnn", "cuda", "torch", "cuda")) is None
 
 
@@ -190,7 +192,8 @@ def test_drawn_inputs_on_the_host_are_asked_less_a_result_than_given_data_or_a_g
     drawn figure lets drawn inputs through and refuses the same problem's given data."""
     from convcheck.check import memory
     from convcheck.numerics.fast_bound import parse_algorithm
-    from convcheck.check.fill import ConvInputs, make_inputs
+    from convcheck.base.inputs import ConvInputs
+    from convcheck.check.fill import make_inputs
 
     p = parse_descriptor("mb2ic16ih20oc16oh20kh3ph1")
     results = 2 * 16 * 20 * 20
@@ -212,9 +215,9 @@ def test_drawn_inputs_on_the_host_are_asked_less_a_result_than_given_data_or_a_g
 _HELD = """
 import json, resource, sys
 from convcheck.check import memory
-from convcheck.check import run_check
+from convcheck.check.pipeline import run_check
 from convcheck.check.fill import ConvInputs, make_inputs
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 desc, direction, dtype, reference, data = sys.argv[1:]
 p = parse_descriptor(desc).with_(direction=direction, dtype=dtype)
 def inputs(q):  # drawn here and handed over as the caller's own: the given-data path

@@ -30,7 +30,7 @@ def lines(path):
 
 def expected(rec: dict) -> tuple[str, str | None]:
     """What tests.crashers.resnet_mixed does to the ResNet-50 layer of ``rec``: (status, how)."""
-    from convcheck.campaign.records import problem_from_record
+    from convcheck.problem.descriptor import problem_from_record
 
     p = problem_from_record(rec)
     if p.ic == 64:
@@ -190,7 +190,7 @@ def test_a_crash_in_one_of_many_plans_names_the_plan():
     """What an --all-engines check does when one engine crashes, without a GPU: the task announces
     plans in turn and segfaults in the third. The record names that plan (its key too), and the
     problem counts as checked for --resume."""
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
     from convcheck.campaign.records import keys_of, record_key
     from convcheck.campaign.sweep import Item, SweepOptions, _identity, crash_records
     from convcheck.campaign.workers import Supervisor, Task
@@ -276,3 +276,31 @@ def test_a_broken_environment_says_so_at_once(tmp_path, monkeypatch):
         with pytest.raises(NotAvailableHere, match="could not start .*exited with code 1"):
             list(sup.run([Task(0, "operator:add", (1, 1), 60)]))
     assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize("task", ["raises", "exits", "returns"])
+def test_a_worker_whose_cuda_context_broke_is_replaced_however_the_task_ended(monkeypatch, task):
+    """A task that left a sticky CUDA error (stood in for by cuda_fault's answer: this machine has no GPU)
+    ends its worker whether it returned, raised or exited: the next task runs in a fresh process."""
+    from convcheck.campaign import workers
+
+    sent = []
+
+    class Conn:
+        def send(self, message):
+            sent.append(message[0])
+
+    def run():
+        if task == "raises":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if task == "exits":
+            raise SystemExit(1)
+        return 1
+
+    monkeypatch.setattr(workers, "_call", lambda fn: run)
+    monkeypatch.setattr(workers, "cuda_fault", lambda: "AcceleratorError: CUDA error: an illegal memory access")
+    assert workers.answer(Conn(), "any:task", ()) is not None
+    assert sent == [{"raises": "raised", "exits": "exited", "returns": "done"}[task]]
+    monkeypatch.setattr(workers, "cuda_fault", lambda: None)
+    sent.clear()
+    assert workers.answer(Conn(), "any:task", ()) is None  # a healthy context keeps its worker

@@ -19,7 +19,7 @@ import torch
 
 from convcheck.check.backends import torch_conv
 from convcheck.check.judging import make_bound
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 PROBLEMS = [
     "mb2ic16ih9oc8oh9kh3ph1", "mb3ic8ih14oc16oh7kh3sh2ph1", "mb2ic8ih10oc4oh10kh5ph2", "mb4ic8ih7oc8oh7kh1ph0",
@@ -172,7 +172,7 @@ def test_stage_energy_is_each_outputs_own_staged_sum(direction):
 
     import numpy as np
 
-    from convcheck.check.fill import ConvInputs
+    from convcheck.base.inputs import ConvInputs
     from convcheck.numerics.magnitudes import _tap_parts, stage_energy
     from convcheck.problem.random_problems import random_problems
     from convcheck.numerics.rounding import STAGES
@@ -224,7 +224,7 @@ def test_a_one_percent_error_on_the_largest_output_of_many_stages_fails_fp16(dir
     torch passes, and a 1% error on its largest output (6-11x torch's own largest error) fails. Under
     the first form of the staged allowance (u*|value| for every rounding, Hoeffding's proxy) the
     wgrad one passed."""
-    from convcheck.check import run_check
+    from convcheck.check.pipeline import run_check
 
     p = parse_descriptor(desc).with_(dtype="fp16", direction=direction)
     ok = run_check(p, backend="torch", reference="numpy", device="cpu", seed=1, keep_outputs=True)
@@ -289,7 +289,7 @@ def test_torch_s_known_bf16_bug_fails_where_its_kernel_runs_and_is_listed():
     a CPU without AMX tiles torch is right: it must pass, and the list says the bug is not there."""
     from pathlib import Path
 
-    from convcheck.check import run_check
+    from convcheck.check.pipeline import run_check
     from convcheck.check.environment import onednn_amx
     from convcheck.campaign.expectations import apply, read_expectations
 

@@ -1,12 +1,16 @@
-"""Imports go down the layers (convcheck/layers.py: one package each), never up: read from every
+"""Imports go down the layers (scripts/layers.py: one package each), never up: read from every
 module's source, the imports inside functions included (issue 45)."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
-from convcheck.layers import ORDER, layer_of
+from .conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+from layers import ORDER, layer_of  # noqa: E402  (the project's script, not the package's)
 
 PACKAGE = Path(__file__).resolve().parent.parent / "convcheck"
 RANK = {layer: i for i, layer in enumerate(ORDER)} | {"top": len(ORDER)}
@@ -73,16 +77,20 @@ def test_the_tree_is_the_layers():
     assert folders == set(ORDER)
 
 
-def test_the_paths_from_before_the_layers_import_the_same_modules():
-    import importlib
+def test_every_name_has_one_home():
+    """No import hook for old module paths, no package that re-exports a module's names (helpers
+    included) and no import kept so that others may read a name through it: a name is imported
+    from the module that defines it. The top-level package's public API is the one exception."""
+    import ast
 
-    from convcheck._moved import MOVED
-
-    for old, new in MOVED.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
-    from convcheck.backends import torch_conv  # noqa: F401  (a submodule through a moved package)
-    from convcheck.check import run_check, _cuda_usable  # noqa: F401  (the pipeline's names, helpers too)
-    from convcheck.cli import main, run_body  # noqa: F401
+    assert not (PACKAGE / "_moved.py").exists()
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "globals().update" not in text and "read from here too" not in text, path
+        if path.name == "__init__.py" and path.parent != PACKAGE:
+            tree = ast.parse(text)
+            assert not any(isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
+                           for node in tree.body), path
 
 
 def _pipeline_entries(spec, inputs=None):
@@ -118,3 +126,24 @@ def test_a_check_enters_each_module_of_its_pipeline_once():
         entries = _pipeline_entries(spec)
         assert entries and set(entries.values()) == {1}, (spec.backend, spec.bound, spec.plant, dict(entries))
         assert {"check.plan", "check.judging", "check.fill", "check.compare", "check.verdict"} <= set(entries)
+
+
+def test_the_statuses_are_one_enum():
+    """No table of statuses outside convcheck.base.status: a literal tuple, set, list or dict naming three or
+    more statuses elsewhere is a second table that the next status would have to be added to."""
+    import ast
+
+    from convcheck.base.status import Status
+
+    words = {s.value for s in Status}
+    tables = []
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "base" / "status.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None) if isinstance(
+                node, (ast.Tuple, ast.List, ast.Set)) else None
+            named = {k.value for k in items or () if isinstance(k, ast.Constant) and k.value in words}
+            if len(named) >= 3:
+                tables.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {sorted(named)}")
+    assert tables == []

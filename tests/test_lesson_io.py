@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from convcheck.check import check_stored_output
+from convcheck.check.pipeline import check_stored_output
 from convcheck.base.errors import BadInput
 from convcheck.check.fill import make_inputs
 from convcheck.problem.lesson_io import lesson_shapes, read_lesson, read_shapes, write_lesson
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.check.backends import numpy_ref
 
 

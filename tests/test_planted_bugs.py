@@ -106,7 +106,7 @@ def test_a_real_torch_cpu_bf16_bug_is_caught_and_a_correct_peer_passes():
     import numpy as np
 
     from convcheck.check.backends import numpy_ref
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
 
     p = parse_descriptor("mb2ic1ih6iw1oc4oh11ow1kh4kw2sh1sw2ph5pw1", mode="conv", dtype="bf16")
     inputs = make_inputs(p, seed=224)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from convcheck.base.errors import BadInput
-from convcheck.problem import ConvProblem, parse_descriptor, read_batch_file
+from convcheck.problem.descriptor import ConvProblem, parse_descriptor, read_batch_file
 
 # (descriptor, expected fields) from ../shared/cases/benchdnn, worked out by hand.
 REAL_LINES = [

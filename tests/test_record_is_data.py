@@ -19,7 +19,7 @@ import pytest
 from convcheck import parse_descriptor, run_check
 from convcheck.output.repro import docstring_text, from_record, function_script, script
 
-from .conftest import REPO, needs_frontend, run_cli
+from .conftest import needs_frontend, run_cli
 
 #: What a hostile text tries: end the docstring or a string literal, run a command, be a template place.
 PAYLOADS = [
@@ -59,7 +59,7 @@ def _hostile(rec: dict, payload: str) -> dict:
 @pytest.fixture(scope="module")
 def plain_record():
     rec = run_check(parse_descriptor("mb1ic2ih5oc2oh5kh3ph1"), diagnose=0).record()
-    rec.update(backend="cudnn", fill_device="cpu", engine="eng0",
+    rec.update(backend="cudnn", engine="eng0",
                backend_info={"engine": "eng0", "heuristics": ["A", "FALLBACK"]})
     return rec
 

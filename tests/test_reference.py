@@ -9,9 +9,10 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from convcheck.check.backends import numpy_ref, torch_conv
+from convcheck.problem import convmath
 from convcheck.base.errors import BadInput
 from convcheck.check.fill import make_inputs
-from convcheck.problem import ConvProblem, parse_descriptor
+from convcheck.problem.descriptor import ConvProblem, parse_descriptor
 
 axis = st.tuples(
     st.integers(1, 9),   # input
@@ -40,7 +41,7 @@ def test_numpy_reference_matches_torch_float64(axes, mb, cg, kg, g, mode, seed):
         return
     inputs = make_inputs(p, seed)
     ours = numpy_ref.conv_forward(p, inputs.x, inputs.w)
-    theirs = torch_conv.conv_forward(p, torch.from_numpy(inputs.x).double(), torch.from_numpy(inputs.w).double()).numpy()
+    theirs = convmath.conv_forward(p, torch.from_numpy(inputs.x).double(), torch.from_numpy(inputs.w).double()).numpy()
     assert ours.shape == theirs.shape == p.y_shape
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(theirs).max()))
 
@@ -61,7 +62,7 @@ def test_reference_is_float64_and_depthwise_works():
     inputs = make_inputs(p, 1)
     y, info = numpy_ref.run(p, inputs)
     assert y.dtype == np.float64 and info["accumulate"] == "float64"
-    ref = torch_conv.conv_forward(p, torch.from_numpy(inputs.x).double(), torch.from_numpy(inputs.w).double()).numpy()
+    ref = convmath.conv_forward(p, torch.from_numpy(inputs.x).double(), torch.from_numpy(inputs.w).double()).numpy()
     np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
 
 
@@ -94,7 +95,7 @@ def test_torch_is_not_crashed_by_dilation_on_a_one_wide_kernel():
     import sys
 
     code = (
-        "from convcheck.problem import parse_descriptor\n"
+        "from convcheck.problem.descriptor import parse_descriptor\n"
         "from convcheck import run_check\n"
         "p = parse_descriptor('mb3ic13iw2oc4ow2kw1sw3pw0dw2', dtype='fp16', layout='nxc')\n"
         "r = run_check(p, backend='torch', reference='numpy', device='cpu', plant='padding')\n"

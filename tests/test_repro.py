@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from convcheck import parse_descriptor
+from convcheck.base.math_mode import cudnn_disabled
 from convcheck.check.backends import cudnn_graph, frontend_compat, numpy_ref, torch64
 from convcheck.check.judging import make_bound
-from convcheck.check.fill import _DeviceBits, _exact, make_inputs
+from convcheck.check.fill import make_inputs
 from convcheck.numerics.magnitudes import compute as magnitudes
 from convcheck.output.repro import SCRIPT_TERMS
 from convcheck.output.repro import script
@@ -113,29 +114,20 @@ def _same(a, b):
 @pytest.mark.parametrize("kind", KINDS, ids=_kind_id)
 @pytest.mark.parametrize("fill", ["random", "exact"])
 def test_the_script_draws_convcheck_s_inputs_bit_for_bit(kind, fill, tmp_path):
-    """Host draws (NumPy's PCG64) and device draws (torch's generator, run here on the CPU's),
-    the exact fill thinned to the density convcheck reached."""
+    """NumPy's PCG64 on the host, the same values on every machine and GPU, the exact fill thinned to
+    the density convcheck reached."""
     desc, kw = kind
     p = replace(parse_descriptor(desc, **kw), mb=4)
     if fill == "exact" and p.dtype in ("fp32", "tf32"):
         p = p.with_(ic=p.ic * 64, oc=p.oc * 64) if p.groups == 1 else p  # deep enough to be thinned
     host = make_inputs(p, 7, kind=fill)
-    device = make_inputs(p, 7, kind=fill) if fill == "random" else _exact(p, _DeviceBits(7, "cpu"), 7)
-    if fill == "random":
-        from convcheck.check.fill import ConvInputs
-
-        bits = _DeviceBits(7, "cpu")
-        device = ConvInputs(x=bits.uniform(p.x_shape, p.dtype), w=bits.uniform(p.w_shape, p.dtype), seed=7,
-                            dy=bits.uniform(p.y_shape, p.dtype) if p.direction != "fprop" else None,
-                            bias=bits.uniform((p.oc,), p.dtype) if "bias" in p.fuse else None)
-    for where, expected in (("cpu", host), ("cuda", device)):
-        mod = load(script(p, seed=7, fill=fill, density=expected.density, fill_device=where), tmp_path / f"r_{where}.py")
-        got = mod.make_inputs(device="cpu")
-        for role, array in (("X", expected.x), ("W", expected.w), ("DY", expected.dy), ("B", expected.bias)):
-            if array is None:
-                assert role not in got
-            else:
-                _same(got[role], array)
+    mod = load(script(p, seed=7, fill=fill, density=host.density), tmp_path / "r.py")
+    got = mod.make_inputs()
+    for role, array in (("X", host.x), ("W", host.w), ("DY", host.dy), ("B", host.bias)):
+        if array is None:
+            assert role not in got
+        else:
+            _same(got[role], array)
     if fill == "exact" and p.dtype == "fp32" and p.accumulation_depth * 2 > 2 ** 11:
         assert host.density < 1.0  # the thinning was exercised
 
@@ -149,7 +141,7 @@ def test_the_script_s_reference_and_bound_are_convcheck_s(kind, tmp_path):
     mod = load(script(p, seed=3, fill="random", bound="elementwise"), tmp_path / "r.py")
     f64 = {role: None if a is None else torch64.as_float64(a, "cpu", torch64.dtypes.torch_dtype(p.dtype))
            for role, a in (("x", inputs.x), ("w", inputs.w), ("dy", inputs.dy), ("b", inputs.bias))}
-    with torch64.cudnn_disabled():
+    with cudnn_disabled():
         ref = mod.direction_sum(f64["x"], f64["w"], f64["dy"], f64["b"], p.activation)
         allowed = mod.allowed_error(ref, f64["x"], f64["w"], f64["dy"], f64["b"])
     np.testing.assert_allclose(ref.numpy(), numpy_ref.run(p, inputs)[0], rtol=1e-12, atol=1e-12)
@@ -204,7 +196,7 @@ def test_a_record_of_given_data_is_refused_and_the_lesson_saves_its_data(tmp_pat
     refused = run_cli("repro", str(rec_file), "--index", "1")
     assert refused.returncode == 2 and "given data" in refused.stderr
     mod = load((tmp_path / "lesson_repro.py").read_text(), tmp_path / "lesson_repro.py")
-    got = mod.make_inputs(device="cpu")
+    got = mod.make_inputs()
     assert set(got) == {"X", "W"} and mod.FILL == "given" and mod.BOUND == "elementwise"
     _same(got["X"], inputs.x)
     _same(got["W"], inputs.w)
@@ -230,9 +222,9 @@ def test_a_plan_of_every_engine_is_reproduced_unfiltered_and_judged_as_it_was(tm
 
     rec = run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1"), bound="elementwise").record()
     rec.update(backend="cudnn", engine="eng38_k2=1", judged_as="tf32 (engine down-converts fp32 inputs)",
-               backend_info={"engine": "eng38_k2=1", "heuristics": ["A", "FALLBACK"]}, fill_device="cuda")
+               backend_info={"engine": "eng38_k2=1", "heuristics": ["A", "FALLBACK"]})
     mod = load(from_record(rec), tmp_path / "plan.py")
-    assert (mod.ENGINE, mod.EVERY_PLAN, mod.FILL_DEVICE, mod.BOUND) == ("eng38_k2=1", True, "cuda", "elementwise")
+    assert (mod.ENGINE, mod.EVERY_PLAN, mod.BOUND) == ("eng38_k2=1", True, "elementwise")
     tf32 = make_bound("elementwise", parse_descriptor("mb2ic16ih14oc8oh14kh3ph1", dtype="tf32"), ("cudnn", "torch64"))
     assert mod.BOUND_TERMS == {name: getattr(tf32.terms(), name) for name in SCRIPT_TERMS}
     plain = load(from_record(run_check(parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")).record()), tmp_path / "p.py")
@@ -247,7 +239,8 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     (check.bound_for_plan); its script reads the bound's per-output parts from the file written beside
     it, and its allowance is convcheck's, element for element. The record is one whose inputs were
     drawn on the host, so that this runs without a GPU; a GPU-drawn one is refused here in one line."""
-    from convcheck.check import Plan, PlanJudging, plan_bound
+    from convcheck.check.plan import Plan
+    from convcheck.check.pipeline import PlanJudging, plan_bound
     from convcheck.numerics.fast_bound import from_engine_notes
     from convcheck.output.repro import write_script
 
@@ -256,14 +249,14 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     bound = plan_bound(PlanJudging(p, algorithm.bound, False, "fp32", "", algorithm), Plan("cudnn", "cuda", "torch64", "cuda"))
     rec = {"status": "passed", "problem": p.descriptor(), "dtype": "fp32", "direction": direction, "mode": "xcorr",
            "layout": "NCHW", "fuse": [], "backend": "cudnn", "reference": "torch64", "seed": 5, "fill": fill,
-           "fill_device": "cpu", "bound": "exact", "comparison": {"bound": algorithm.bound}, "engine": "eng1",
+           "bound": "exact", "comparison": {"bound": algorithm.bound}, "engine": "eng1",
            "judged_as": "fp32", "backend_info": {"engine": "eng1", "numerical_notes": notes}}
     path = write_script(tmp_path / "r.py", rec=rec)
     assert (tmp_path / "r_fast_bound.npz").is_file()
     mod = load(path.read_text(), path)
     assert mod.BOUND == algorithm.bound and mod.FAST_BOUND_FILE == "r_fast_bound.npz"
     inputs = make_inputs(p, 5, kind=fill)  # a check of every plan draws the exact fill (engines.check_engines)
-    got = mod.make_inputs(device="cpu")
+    got = mod.make_inputs()
     f64 = {role: None if got.get(role) is None else torch.as_tensor(got[role]).double() for role in ("X", "W", "DY")}
     ref = mod.direction_sum(f64["X"], f64["W"], f64["DY"], None, None)
     allowed = mod.allowed_error(ref, f64["X"], f64["W"], f64["DY"], None)
@@ -271,8 +264,6 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     ours = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2)
     np.testing.assert_allclose(allowed.numpy(), ours.numpy(), rtol=1e-12)
     assert "def fast_allowance" not in script(p)  # a script of a direct bound does not carry it
-    done = run_cli("repro", str(_records(tmp_path, rec | {"fill_device": "cuda"})), "--index", "1", "--out", str(tmp_path / "g.py"))
-    assert done.returncode == 2 and "GPU" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     done = run_cli("repro", str(_records(tmp_path, rec)), "--index", "1")
     assert done.returncode == 2 and "--out FILE" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

@@ -6,7 +6,7 @@ import json
 
 from hypothesis import given, settings
 
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.campaign.shrink import size, steps
 from convcheck.problem.strategies import conv_problems
 from tests.conftest import REPO, run_cli
@@ -127,7 +127,7 @@ def test_a_shifted_padding_fails_every_bundled_layer_that_reads_padding():
     import math
 
     from convcheck import check_conv_function
-    from convcheck.problem import read_batch_file
+    from convcheck.problem.descriptor import read_batch_file
     from examples import shape_bugs
 
     chosen = []

@@ -214,7 +214,8 @@ def test_gpus_gives_each_worker_its_own_device(tmp_path):
 def plan_result(p, index: int, name: str, status: str, ratio, **info):
     """A plan's CheckResult as ``check_engines`` makes it (without a GPU): built plans carry a
     comparison, a plan cuDNN would not build is ``unsupported`` with cuDNN's message."""
-    from convcheck.check import CheckResult, Plan
+    from convcheck.check.pipeline import CheckResult
+    from convcheck.check.plan import Plan
     from convcheck.check.compare import Comparison
 
     built = status != "not built"
@@ -234,7 +235,7 @@ def plan_result(p, index: int, name: str, status: str, ratio, **info):
 def _engine_sweep_file(path, flips=None, extra=None, seed=0):
     """Records of an --all-engines sweep, as ``engine_sweep_records`` makes them from ``check_engines``'
     results; ``flips`` changes some plans' verdicts, ``extra`` adds a plan (another cuDNN version)."""
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
     from convcheck.campaign.sweep import Item, SweepOptions, engine_sweep_records
 
     p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
@@ -255,7 +256,7 @@ def _engine_sweep_file(path, flips=None, extra=None, seed=0):
 def test_engine_records_have_a_key_per_plan_and_resume_by_problem(tmp_path):
     from convcheck.campaign.records import done_keys
     from convcheck.campaign.sweep import Item, SweepOptions, _identity
-    from convcheck.problem import parse_descriptor
+    from convcheck.problem.descriptor import parse_descriptor
 
     recs = _engine_sweep_file(tmp_path / "e.jsonl")
     assert [r["status"] for r in recs] == ["passed", "passed", "unsupported"]  # a plan cuDNN won't build: declined
@@ -332,7 +333,7 @@ def test_records_reach_the_disk_in_groups_of_a_stated_size(tmp_path, monkeypatch
 
     synced = []
     monkeypatch.setattr(records.os, "fsync", lambda fd: synced.append(fd))
-    with open(tmp_path / "r.jsonl", "a", encoding="utf-8") as f, records.RecordWriter(f, every=3, seconds=3600) as w:
+    with records.RecordWriter(tmp_path / "r.jsonl", every=3, seconds=3600) as w:
         for i in range(7):
             w.append([{"i": i}])
             assert (tmp_path / "r.jsonl").read_text().count("\n") == i + 1  # flushed to the OS at once

@@ -127,7 +127,7 @@ def wrong_dtype(input, weight, bias=None, stride=1, padding=0, dilation=1, group
     return F.conv2d(input, weight, bias, stride, padding, dilation, groups).double()
 
 def not_a_tensor(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    return F.conv2d(input, weight, bias, stride, padding, dilation, groups).numpy()
+    return F.conv2d(input, weight, bias, stride, padding, dilation, groups).tolist()
 
 def two_args(a, b):
     return a
@@ -140,7 +140,7 @@ NUMBER = 3
     ("raises", "raised ValueError: no tile for this shape (on mb2ic8ih9"),
     ("wrong_shape", "returned shape (2, 8, 9, 8); the fprop of mb2ic8ih9"),
     ("wrong_dtype", "returned float64; a fp32 check expects float32"),
-    ("not_a_tensor", "returned a ndarray; expected a torch.Tensor"),
+    ("not_a_tensor", "returned a list; expected an array: a torch tensor, or anything with __dlpack__"),
     ("two_args", "it takes (a, b); expected 7 positional arguments"),
     ("NUMBER", "int is not callable"),
     ("missing", "has no 'missing'"),
@@ -200,8 +200,8 @@ def test_the_contract_a_function_was_judged_by_is_in_its_record_and_rerun_and_re
     """fp16 dgrad: the staged contract (the taps summed in fp16) and the fp32 one (accumulate in fp32,
     round once) are two bounds; the record says which judged, and rerun and the standalone script
     judge by it again (before, both fell back to the default, and repro refused what it could carry)."""
-    from convcheck.check import run_check
-    from convcheck.problem import parse_descriptor
+    from convcheck.check.pipeline import run_check
+    from convcheck.problem.descriptor import parse_descriptor
     from convcheck.output.repro import function_script
     from convcheck.campaign.rerun import rerun
 
@@ -222,3 +222,30 @@ def test_the_contract_a_function_was_judged_by_is_in_its_record_and_rerun_and_re
     assert said["fp32"] != said["staged"] and "contract fp32" in said["fp32"]
     assert "contract fp32" in function_script(rec | {"contract": "fp32"})
     assert "contract" not in run_check(p, backend="torch", reference="numpy", device="cpu").record()  # torch says itself
+
+
+@pytest.mark.parametrize("how", ["NotImplementedError('no float16 here')", "convcheck.Unsupported('no float16 here')"])
+def test_a_function_declines_a_problem_and_the_check_is_unsupported(tmp_path, how):
+    """A function that cannot take a problem says so by raising NotImplementedError or convcheck's exported
+    Unsupported: the check is unsupported (exit 3) with its message, and a sweep counts it so, never as an
+    error."""
+    import json
+
+    from convcheck import run_check
+
+    source = tmp_path / "picky.py"
+    source.write_text("import convcheck\nimport torch\nimport torch.nn.functional as F\n\n"
+                      "def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+                      "    if input.dtype == torch.float16:\n"
+                      f"        raise {how}\n"
+                      "    return F.conv2d(input, weight, bias, stride, padding, dilation, groups)\n")
+    fn = f"{source}:conv"
+    r = run_check(parse_descriptor("mb2ic8ih9oc8oh9kh3ph1", dtype="fp16"), backend=fn, device="cpu", diagnose=0)
+    assert r.status == "unsupported" and r.exit_code == 3 and "no float16 here" in r.message
+    assert run_check(parse_descriptor("mb2ic8ih9oc8oh9kh3ph1"), backend=fn, device="cpu").status == "passed"
+    done = run_cli("check", "mb2ic8ih9oc8oh9kh3ph1", "--dtype", "fp16", "--backend", fn)
+    assert done.returncode == 3 and "no float16 here" in done.stdout + done.stderr, done.stderr
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--dtype", "fp16,fp32", "--backend", fn, "--out", str(out), "--quiet")
+    statuses = sorted(json.loads(line)["status"] for line in out.read_text().splitlines())
+    assert statuses == ["passed", "unsupported"] and done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from convcheck.cli import main
+from convcheck.cli.main import main
 
 from .conftest import run_cli
 
@@ -302,7 +302,7 @@ def test_rerun_of_a_file_whose_only_line_is_torn_is_one_line(tmp_path):
 
 def test_a_binary_or_missing_batch_file_is_one_line_for_every_command_that_reads_one(tmp_path):
     """Found by test_no_command_line_ends_in_an_internal_error: `hunt --around` a binary file ended in a
-    UnicodeDecodeError (exit 4); convcheck.problem.read_batch_file now reads through errors.text_lines."""
+    UnicodeDecodeError (exit 4); convcheck.problem.descriptor.read_batch_file now reads through errors.text_lines."""
     binary = tmp_path / "binary"
     binary.write_bytes(bytes(range(256)))
     for path in (binary, tmp_path / "missing"):

@@ -18,12 +18,13 @@ from convcheck import run_check
 from convcheck.numerics.bound import ElementwiseBound, side_for
 from convcheck.numerics.rounding import FLOAT64
 from convcheck.check.judging import make_bound
-from convcheck.check import abs_conv, check_stored_output
+from convcheck.check.pipeline import abs_conv, check_stored_output
 from convcheck.check.compare import compare
 from convcheck.base.errors import BadInput
-from convcheck.check.fill import ConvInputs, make_inputs
+from convcheck.base.inputs import ConvInputs
+from convcheck.check.fill import make_inputs
 from convcheck.numerics.magnitudes import Magnitudes
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 from convcheck.problem.random_problems import random_problems
 
 from .conftest import run_cli

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from convcheck.numerics import fft
-from convcheck import winograd as W
+from convcheck.numerics import winograd as W
 from convcheck.check.backends import torch_conv
 from convcheck.numerics.bound import gamma
-from convcheck.problem import parse_descriptor
+from convcheck.problem.descriptor import parse_descriptor
 
 TRANSFORMS = [t for m in (2, 4, 6) for t in W.every_published(m)]
 PROBLEMS = ["mb2ic8ih13iw11oc6oh13ow11kh3kw3ph1pw1",  # partial border tiles for every m

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..check.compare import error_ratio_map, to_torch
+from ..check.compare import error_ratio_map
+from ..base.arrays import to_torch
 from ..numerics.fast_bound import parse_algorithm
 from ..base.inputs import ConvInputs
 from ..base.layout import DATA_ORDERS, WEIGHT_ORDERS, logical_axes
@@ -90,7 +91,7 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
            contract: str | None = None, algorithm: str | None = None, diagnose: float | None = None) -> None:
-    """Your answer judged as every given answer is (:func:`convcheck.check.judge_given`); a failure
+    """Your answer judged as every given answer is (:func:`convcheck.check.pipeline.judge_given`); a failure
     raises AssertionError with the message a person reads."""
     from ..check.backends import torch64
     from ..numerics.bound import check_level

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..base.errors import BadInput
+from ..base.status import Status, of
 from ..problem.descriptor import ConvProblem, layout_from_name, parse_descriptor, read_batch_file
 
 #: The built-in problems: every dimension, groups and depthwise, stride, dilation and the padding
@@ -156,7 +157,8 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
 def describe(rec: dict) -> str:
     """One failing record as a line: the problem, and its worst element or the error."""
     what = f"{rec.get('name') or rec['problem']} [{rec['direction']} {rec['dtype']} {rec.get('layout', '')}]"
-    if rec["status"] in ("error", "crashed", "timeout") or rec.get("worst_index") is None:
+    status = of(rec["status"])
+    if status is None or not status.checked or rec.get("worst_index") is None:
         return f"{what}: {rec['status']}: {rec.get('message')}"
     line = (f"{what}: {rec['status']}, {rec.get('outside')} of {rec.get('total')} outputs outside the bound; "
             f"worst element {tuple(rec['worst_index'])}: |yours - reference| {rec['max_abs_diff']:.4g}, "
@@ -177,7 +179,7 @@ def assert_conv_function(fn, problems=None, **options) -> list[dict]:
     worst element (a check that fails, or your function raising or returning the wrong shape or
     type). Returns the records when every check passed."""
     records = check_conv_function(fn, problems, **options)
-    bad = [r for r in records if r["status"] in ("failed", "error", "crashed", "timeout")]
+    bad = [r for r in records if (of(r["status"]) or Status.ERROR).failing]
     if bad:
         lines = [f"{len(bad)} of {len(records)} checks of your convolution failed:"] + [f"  {describe(r)}" for r in bad]
         raise AssertionError("\n".join(lines))

@@ -28,6 +28,31 @@ def to_torch(array: Any):
         raise
 
 
+def answer_tensor(out: Any):
+    """Any library's array, as a torch tensor: a torch tensor as it is, a NumPy array through
+    :func:`to_torch`, anything else that speaks DLPack (JAX, CuPy, TensorFlow, MLX, PaddlePaddle) through
+    ``torch.from_dlpack`` (no copy where the producer allows it), and what offers only ``__array__``
+    through NumPy. None for an object that is no array (a list, a number, None)."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, np.ndarray):
+        return to_torch(np.ascontiguousarray(out))
+    if hasattr(out, "__dlpack__"):
+        try:
+            return torch.from_dlpack(out)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            pass  # a type or a device torch does not take by DLPack: through NumPy, below
+    if hasattr(out, "__array__"):
+        return to_torch(np.ascontiguousarray(np.asarray(out)))
+    return None
+
+
+#: What a function's answer may be, as an error message says it.
+ANSWER_KINDS = "an array: a torch tensor, or anything with __dlpack__ or __array__ (NumPy, JAX, TensorFlow, CuPy...)"
+
+
 def to_numpy(t):
     """A torch tensor as a NumPy array on the host (a view where it can be); bf16 as ``ml_dtypes.bfloat16``,
     NumPy having no bf16 of its own (without ml_dtypes: ImportError, which says to install it)."""

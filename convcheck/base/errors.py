@@ -7,6 +7,9 @@ command line prints its message (one line, no traceback) and exits with its
 
 from __future__ import annotations
 
+import contextlib
+import errno
+
 #: Exit codes of the ``convcheck`` command, documented in the README and docs/cli.md.
 EXIT_PASS = 0
 EXIT_MISMATCH = 1
@@ -63,12 +66,16 @@ class Unsupported(ConvCheckError, RuntimeError):
 
     cuDNN answers some graphs with "not supported"; that is a fact about the
     library, reported with cuDNN's own message, never a pass and never a crash.
+    Your own function declines a problem the same way: ``raise convcheck.Unsupported("no float16 here")``
+    (or ``NotImplementedError``); the check is ``unsupported`` (exit 3) with your message.
     """
 
     exit_code = EXIT_UNAVAILABLE
 
-    def __init__(self, backend: str, reason: str):
-        super().__init__(f"backend '{backend}' does not support this problem: {reason}")
+    def __init__(self, backend: str, reason: str | None = None):
+        if reason is None:  # raised by your function: the reason alone
+            backend, reason = "", backend
+        super().__init__(f"backend '{backend}' does not support this problem: {reason}" if backend else str(reason))
         self.backend = backend
         self.reason = reason
 
@@ -77,6 +84,26 @@ class NotAvailableHere(ConvCheckError, RuntimeError):
     """Something the run needs is missing on this machine (no GPU to spread a sweep over...)."""
 
     exit_code = EXIT_UNAVAILABLE
+
+
+#: The errno values of a write that failed because of where it writes: a full disk, a quota, a size limit,
+#: a read-only file system, an I/O error, no permission.
+WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
+
+
+@contextlib.contextmanager
+def writing(path, what: str = "", option: str | None = None, kept: str = ""):
+    """The block writes ``path``: a write that fails there (a full disk, a quota, ``ulimit -f``, a read-only
+    file system, /dev/full) is BadInput (exit 2) naming the path, what was being written and why, and
+    ``kept`` (what is already safe there: a campaign's finished records), never an internal error."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except OSError as e:
+        said = e.strerror or type(e).__name__
+        raise BadInput(f"{path}: writing {what or 'it'} failed: {said}" + (f"; {kept}" if kept else ""),
+                       option=option) from None
 
 
 def writable_file(path, option: str | None):

@@ -12,7 +12,7 @@ class ConvInputs:
     """Input ``x`` [N, C, *spatial], filter ``w`` [K, C/g, *kernel], and where the problem
     needs them the output gradient ``dy`` [N, K, *out] (dgrad, wgrad) and ``bias`` [K]
     (fused bias); float32 holding values representable in the problem's storage type,
-    logical NC-first order. NumPy arrays on the host; torch tensors when drawn on a GPU
+    logical NC-first order. NumPy arrays on the host; torch tensors when put on a GPU
     (``device == "cuda"``), where :meth:`host` gives the same bits as NumPy arrays."""
 
     x: Any

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ..check.backends import NAMES as BACKEND_NAMES
 from ..base.errors import BadInput, text_lines
+from ..base.status import of
 
-FAILING = ("failed", "crashed", "timeout", "mistrusted", "error", "invalid")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ def apply(rec: dict, expectations) -> dict:
     for e in expectations:
         if not e.matches(rec):
             continue
-        if rec.get("status") in FAILING:
+        status = of(rec.get("status"))
+        if status is not None and status.failing:
             rec["status_before_expectation"] = rec["status"]
             rec["status"] = "known-failure"
             rec["expected_failure"] = {"reason": e.reason, "line": e.source}

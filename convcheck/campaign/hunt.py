@@ -34,7 +34,8 @@ from pathlib import Path
 from ..base.errors import BadInput
 from ..check.diagnose import cause_of
 from ..problem.descriptor import ConvProblem
-from .records import RecordWriter, prepare_out, problem_from_record, record_key
+from .records import RecordWriter, one_writer, prepare_out, record_key
+from ..problem.descriptor import problem_from_record
 from .shrink import DEFAULT_BUDGET, engine_of, failure_kind, search
 from ..problem.space import MAX_MACS, draw
 
@@ -173,16 +174,24 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
     """Hunt ``space`` for failures of the check ``options`` describes (see the module's text);
     ``overrides`` (dtype, direction, layout, mode, fuse) set those fields of every draw; ``write_script(record,
     path)`` (e.g. :func:`convcheck.output.repro.write_reproducer`) writes each failure's standalone script into
-    ``scripts``."""
+    ``scripts``. The file is this hunt's alone while it runs (:func:`~convcheck.campaign.records.one_writer`)."""
+    with one_writer(out):
+        return _hunt(space, options, out, budget=budget, seconds=seconds, seed=seed, resume=resume,
+                     shrink_budget=shrink_budget, jobs=jobs, max_macs=max_macs, scripts=scripts,
+                     write_script=write_script, log=log, stop=stop, **overrides)
+
+
+def _hunt(space, options, out: Path, *, budget, seconds, seed, resume, shrink_budget, jobs, max_macs, scripts,
+          write_script, log, stop, **overrides) -> HuntResult:
     writer = (lambda group: write_group_script(group, scripts, write_script)) if scripts and write_script else None
-    from .sweep import Item, SupervisedExecutor, _identity
+    from .sweep import Item, SupervisedExecutor, _identity, worker_count
 
     start_time = time.perf_counter()
     say = log or (lambda line: None)
     prior = prepare_out(out, resume)
     known = {record_key(r): r for r in prior.records}  # recomputed: older files keyed fewer fields
     result = HuntResult(space=space.describe(), seed=seed, checks=len(prior.records), budget=budget)
-    executor = SupervisedExecutor(jobs)
+    executor = SupervisedExecutor(worker_count(jobs, budget))
     executor.start()
     say(f"hunt: {result.space}, seed {seed}, {options.backend}; budget {budget} checks"
         + (f" or {seconds:g} s" if seconds else "") + (f"; {len(known)} records read back from {out}" if known else ""))
@@ -197,7 +206,7 @@ def hunt(space, options, out: Path, *, budget: int = 2000, seconds: float | None
             return f"the {seconds:g} s are spent"
         return ""
 
-    with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as kept:
+    with RecordWriter(out) as kept:
         def write(rec: dict) -> None:
             kept.append([rec])
             result.checks += 1

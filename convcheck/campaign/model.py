@@ -111,7 +111,7 @@ def model_items(target: str, input_shape, data: str = "random", seed: int = 0, *
     """Sweep items for every convolution of ``target`` (see the module's docstring); ``overrides``
     (dtype, layout, direction, mode) apply to every problem."""
     from ..base import dtypes
-    from ..check.fill import ConvInputs
+    from ..base.inputs import ConvInputs
     from .sweep import Item
 
     if data not in ("random", "activations"):

@@ -5,6 +5,7 @@ model, rerun, diff and report alike.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -12,12 +13,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..base.errors import BadInput, writable_file
+from ..base.errors import BadInput, writable_file, writing
+from ..base.status import Status, of
+from .schema import record_json, validated
 from ..numerics.bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
-from ..problem.descriptor import problem_from_record  # noqa: F401 (read from here too)
 
-STATUSES = ("passed", "failed", "crashed", "timeout", "mistrusted", "known-failure", "unsupported", "refused", "invalid",
-            "error", "skipped")
+#: The statuses' words, in the order a summary lists them (convcheck.base.status.Status).
+STATUSES = tuple(s.value for s in Status)
 
 
 def record_key(rec: dict) -> str:
@@ -102,7 +104,11 @@ def read_records(path, notices: list | None = None) -> list[dict]:
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise BadInput(f"{path}:{lineno}: nested deeper than a record is; not a convcheck record") from None
+        except ValueError as e:  # not JSON (JSONDecodeError), or a number Python will not read (5,000 digits)
+            if not isinstance(e, json.JSONDecodeError):
+                raise BadInput(f"{path}:{lineno}: not a convcheck record ({str(e).split(';')[0][:100]})") from None
             if lineno == len(lines) and not line.endswith("\n"):
                 notice = f"convcheck: {path}:{lineno}: torn last line left out (a crash mid-write)"
                 if notices is None:
@@ -113,7 +119,7 @@ def read_records(path, notices: list | None = None) -> list[dict]:
             raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
         if not isinstance(rec, dict):
             raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)")
-        records.append(rec)
+        records.append(validated(rec, f"{path}:{lineno}"))
     return records
 
 
@@ -121,6 +127,61 @@ def read_records(path, notices: list | None = None) -> list[dict]:
 class PriorRecords:
     records: list
     message: str = ""
+
+
+#: The record files this process writes now, by real path: [the open, locked file, how many holders].
+_HELD: dict = {}
+
+
+def _holder(path: Path) -> str:
+    """The process that holds the lock on ``path`` (Linux: /proc/locks), as a message names it."""
+    try:
+        st = os.stat(path)
+        inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        with open("/proc/locks", encoding="ascii") as f:
+            for line in f:
+                words = line.split()
+                if len(words) > 5 and words[5] == inode and words[4].isdigit():
+                    return f"process {words[4]}"
+    except (OSError, ValueError):
+        pass
+    return "another process"
+
+
+@contextlib.contextmanager
+def one_writer(out: Path):
+    """``out`` written by this process alone while the block runs: an exclusive lock on the file (``flock``)
+    from before its records are read (a resume) to after the last is written. A second sweep, hunt or
+    shrink on the same file, or a ``--resume`` while one runs, is refused in one line naming the process
+    that holds it (exit 2), before it reads or writes a record; the lock goes with the process however it
+    ends. Taken again by the same process (the passes of a side-by-side sweep) it is the same lock."""
+    import fcntl
+
+    out = Path(out)
+    writable_file(out, "out")
+    key = os.path.realpath(out)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    f = open(out, "a", encoding="utf-8")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise BadInput(f"{out} is being written by {_holder(out)} (a sweep, hunt or shrink); wait for it to end, "
+                       "or write to another file", option="out") from None
+    _HELD[key] = [f, 1]
+    try:
+        yield
+    finally:
+        _HELD[key][1] -= 1
+        if not _HELD[key][1]:
+            del _HELD[key]
+            f.close()  # the lock goes with it
 
 
 def prepare_out(out: Path, resume: bool) -> PriorRecords:
@@ -153,28 +214,46 @@ class RecordWriter:
     loss or a crash of the machine can lose records, and at most that group. Syncing every record
     took a third of a sweep of small layers (4.6 of 12.6 s on shapes_dw_2d_strided_padding)."""
 
-    def __init__(self, f, every: int = SYNC_EVERY, seconds: float = SYNC_SECONDS):
+    def __init__(self, out, every: int = SYNC_EVERY, seconds: float = SYNC_SECONDS):
         import time
 
-        self.f, self.every, self.seconds = f, every, seconds
+        self.out, self.every, self.seconds = Path(out), every, seconds
+        # unbuffered: each append is one write to the OS, and a write that fails leaves nothing behind to
+        # fail again when the file is closed
+        with writing(self.out, "records", option="out"):
+            self.f = open(self.out, "ab", buffering=0)
         self.pending, self.synced_at, self._clock = 0, time.monotonic(), time.monotonic
+        self.written = 0
+
+    def _writing(self):
+        """A write that fails (a full disk, ``ulimit -f``) is one line naming the file; what was written stays."""
+        return writing(self.out, "a record", option="out",
+                       kept=f"the {self.written} record(s) before it are in the file (--resume goes on from them)")
 
     def append(self, recs) -> None:
-        """Write ``recs`` (one problem's records) in one write, flushed to the OS; sync if a group is due."""
-        self.f.write("".join(json.dumps(rec, sort_keys=True, default=str) + "\n" for rec in recs))
-        self.f.flush()
+        """Write ``recs`` (one problem's records) in one write, to the OS at once; sync if a group is due."""
+        data = "".join(record_json(rec) + "\n" for rec in recs).encode("utf-8")
+        with self._writing():
+            done = self.f.write(data)
+            while done is not None and done < len(data):  # a short write (a signal, a pipe): the rest
+                done += self.f.write(data[done:])
         self.pending += len(recs)
+        self.written += len(recs)
         if self.pending >= self.every or self._clock() - self.synced_at >= self.seconds:
             self.sync()
 
     def sync(self) -> None:
         if self.pending:
-            os.fsync(self.f.fileno())
+            with self._writing():
+                os.fsync(self.f.fileno())
         self.pending, self.synced_at = 0, self._clock()
 
     def close(self) -> None:
-        """The last group to the disk (the file itself is the caller's to close)."""
-        self.sync()
+        """The last group to the disk, and the file closed."""
+        try:
+            self.sync()
+        finally:
+            self.f.close()
 
     def __enter__(self) -> "RecordWriter":
         return self
@@ -203,13 +282,12 @@ def cut_torn_tail(path: Path) -> str:
             f"cut off and set aside in {torn}")
 
 
-_SEVERITY = {"failed": 0, "crashed": 0.3, "timeout": 0.6, "error": 1, "invalid": 2, "mistrusted": 3, "refused": 4,
-             "known-failure": 5, "unsupported": 6, "passed": 7}
-
-
 def severity(rec: dict) -> tuple:
-    """Sort key putting the worst record first: by status, then by error/bound, largest first."""
-    return _SEVERITY.get(rec.get("status"), 8), -(rec.get("bound_ratio") or 0.0)
+    """Sort key putting the worst record first: by status (:attr:`Status.severity`; a word that is no
+    status last), then by error/bound, largest first."""
+    status = of(rec.get("status"))
+    ratio = rec.get("bound_ratio")
+    return (status.severity if status is not None else 9), -(ratio if isinstance(ratio, (int, float)) else 0.0)
 
 
 def pick_record(records: list[dict], index: int | None = None, name: str | None = None) -> dict:
@@ -240,23 +318,21 @@ def write_junit(records: list[dict], path) -> Path:
                                          ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
         case = ET.SubElement(suite, "testcase", classname=f"convcheck.{rec.get('source', 'check')}",
                              name=name, time=f"{rec.get('time_s') or 0:.6f}")
-        status = rec.get("status")
+        status = of(rec.get("status"))
         detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
-        if status in ("crashed", "timeout"):
+        element = status.junit if status is not None else "error"
+        if element == "failure" and not status.answered:
             ET.SubElement(case, "failure", message=f"{status}: {rec.get('message')}").text = json.dumps(rec.get("crash") or {})
-            counts["failures"] += 1
-        elif status in ("failed", "mistrusted"):
+        elif element == "failure":
             ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
-            counts["failures"] += 1
-        elif status in ("error", "invalid"):
-            ET.SubElement(case, "error", message=rec.get("message") or status)
-            counts["errors"] += 1
-        elif status in ("unsupported", "refused", "skipped", "known-failure"):
-            ET.SubElement(case, "skipped", message=rec.get("message") or status)
-            counts["skipped"] += 1
+        elif element is not None:
+            ET.SubElement(case, element, message=rec.get("message") or str(rec.get("status")))
+        if element is not None:
+            counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
     suite.set("tests", str(len(records)))
     for k in ("failures", "errors", "skipped"):
         suite.set(k, str(counts[k]))
     path = Path(path)
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    with writing(path, "the JUnit XML", option="junit"):
+        ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
     return path

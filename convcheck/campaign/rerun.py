@@ -6,12 +6,12 @@ the report's pictures."""
 from __future__ import annotations
 
 from ..base.errors import BadInput
-from .records import problem_from_record
+from ..problem.descriptor import problem_from_record
 from ..check.spec import recorded_device  # noqa: F401  (where it lived before; the spec reads it)
 
 
 def rerun(rec: dict, keep_outputs: bool = False):
-    """The record's check again: a :class:`~convcheck.check.CheckResult`."""
+    """The record's check again: a :class:`~convcheck.check.pipeline.CheckResult`."""
     if rec.get("fill") == "given":
         raise BadInput("this record was checked on given data (a model's activations or a caller's arrays), "
                        "which the sweep file does not hold; run the command that made it again")

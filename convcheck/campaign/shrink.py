@@ -33,17 +33,18 @@ from pathlib import Path
 
 from ..check.diagnose import line_of
 from ..base.errors import BadInput
+from ..base.status import of
 from ..problem.descriptor import ConvProblem
-from .records import prepare_out, problem_from_record, record_key
+from .records import one_writer, prepare_out, record_key
+from ..problem.descriptor import problem_from_record
 
-#: What kind of failure a status is: a shrink keeps the kind.
-KINDS = {"failed": "wrong answer", "mistrusted": "wrong answer", "crashed": "crash", "timeout": "hang"}
 
 DEFAULT_BUDGET = 400
 
 
 def failure_kind(rec: dict) -> str | None:
-    return KINDS.get(rec.get("status_before_expectation") or rec.get("status"))
+    status = of(rec.get("status_before_expectation") or rec.get("status"))
+    return status.kind if status is not None else None
 
 
 def engine_of(rec: dict) -> str | None:
@@ -200,11 +201,12 @@ def shrink(rec: dict, out: Path, *, budget: int = DEFAULT_BUDGET, resume: bool =
     from .records import RecordWriter
 
     refuse_unshrinkable(rec)
-    prior = prepare_out(out, resume)
-    known = {record_key(r): r for r in prior.records}  # recomputed: older files keyed fewer fields
-    with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as writer:
-        return search(rec, known, lambda cand: writer.append([cand]), budget=budget, timeout=timeout, log=log,
-                      stop=stop)
+    with one_writer(out):
+        prior = prepare_out(out, resume)
+        known = {record_key(r): r for r in prior.records}  # recomputed: older files keyed fewer fields
+        with RecordWriter(out) as writer:
+            return search(rec, known, lambda cand: writer.append([cand]), budget=budget, timeout=timeout, log=log,
+                          stop=stop)
 
 
 def search(rec: dict, known: dict, write, *, budget: int = DEFAULT_BUDGET, timeout: float | None = None, log=None,
@@ -212,7 +214,7 @@ def search(rec: dict, known: dict, write, *, budget: int = DEFAULT_BUDGET, timeo
     """The walk of :func:`shrink`: ``known`` maps record keys to records already checked (they
     are not checked again, and the walk adds to it), ``write(record)`` keeps each new
     candidate's record; ``tag`` goes into each as ``shrink`` beside the step."""
-    from .sweep import Item, SupervisedExecutor, _identity, resolved
+    from .sweep import SupervisedExecutor, resolved
 
     refuse_unshrinkable(rec)
     # what the candidates need is here (a GPU for cuDNN), said before the walk starts

@@ -10,13 +10,8 @@ columns problem by problem, as it pairs cuDNN versions.
 
 from __future__ import annotations
 
-from .records import problem_from_record
-
-#: How a cell says each status (the failures in capitals: they are what a reader looks for).
-SHORT = {"passed": "pass", "failed": "FAIL", "crashed": "CRASH", "timeout": "TIMEOUT", "mistrusted": "mistrusted",
-         "known-failure": "known", "unsupported": "unsupported", "refused": "refused", "invalid": "INVALID",
-         "error": "ERROR", "skipped": "skipped"}
-
+from ..base.status import of
+from ..problem.descriptor import problem_from_record
 
 def column_of(rec: dict, directions: bool) -> str:
     """The column a record goes in: its implementation (its precision setting beside it), type, and
@@ -45,7 +40,8 @@ def cell_of(rec: dict) -> str:
     import math
 
     status = rec.get("status")
-    text = SHORT.get(status, str(status))
+    known = of(status)
+    text = known.cell if known is not None else str(status)
     ratio = rec.get("bound_ratio")
     if status == "failed" and isinstance(ratio, (int, float)):
         text += f" {ratio:.3g}x" if math.isfinite(ratio) else " (not exact)"

@@ -30,12 +30,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..check.diagnose import cause_of, line_of
-from ..check.pipeline import resolve, run_spec
+from ..check.plan import resolve
+from ..check.pipeline import run_spec
 from ..base.errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported, text_lines
+from ..base.status import Status, campaign_exit
 from . import expectations
 from ..check.memory import TooLarge
 from ..problem.miopen import NotRepresentable, is_miopen_line, parse_miopen_line
-from .records import STATUSES, RecordWriter, keys_of, prepare_out, record_brief, record_key, record_label, severity
+from .records import STATUSES, RecordWriter, keys_of, one_writer, prepare_out, record_brief, record_key, record_label, severity
 from ..problem.descriptor import ConvProblem, parse_descriptor
 from ..check.spec import CheckSpec
 
@@ -152,17 +154,45 @@ class _Stop:
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
 
 
+class Worst:
+    """The few worst records of a campaign, in bounded memory whatever its length: records are offered one
+    by one and at most twice ``keep`` are held (sorted and cut back to ``keep`` when full), so a sweep of a
+    million records holds what one of ten does."""
+
+    def __init__(self, keep: int = 5):
+        self.keep, self.held = keep, []
+
+    def add(self, number: int, rec: dict) -> None:
+        self.held.append((number, rec))
+        if len(self.held) >= 2 * self.keep:
+            self._cut()
+
+    def _cut(self) -> None:
+        self.held = sorted(self.held, key=lambda numbered: (severity(numbered[1]), numbered[0]))[:self.keep]
+
+    def __iter__(self):
+        self._cut()
+        return iter(list(self.held))
+
+    def __bool__(self) -> bool:
+        return bool(self.held)
+
+
+#: How many of a kind of record a summary names one by one (FIXED?, invalid lines); the rest are counted.
+NAMED = 20
+
+
 @dataclass
 class SweepSummary:
     counts: Counter = field(default_factory=Counter)
-    worst: list = field(default_factory=list)  # (record number in the file, from 1; record)
+    worst: Worst = field(default_factory=Worst)  # (record number in the file, from 1; record), the worst few
     stopped_by: int | None = None
     wall_s: float = 0.0
     written: int = 0
     earlier: Counter = field(default_factory=Counter)  # statuses already in a resumed file
     notes: list = field(default_factory=list)
-    fixed: list = field(default_factory=list)  # records that passed where a failure was expected
-    invalid: list = field(default_factory=list)  # records of lines that are no problem (malformed)
+    fixed: list = field(default_factory=list)  # records that passed where a failure was expected (the first NAMED)
+    invalid: list = field(default_factory=list)  # records of lines that are no problem (malformed; the first NAMED)
     causes: Counter = field(default_factory=Counter)  # this run's failures by the cause their diagnosis names
 
     @property
@@ -176,14 +206,7 @@ class SweepSummary:
     def exit_code(self) -> int:
         if self.stopped_by is not None:
             return 128 + self.stopped_by
-        whole = self.whole
-        if whole["failed"] or whole["mistrusted"] or whole["crashed"] or whole["timeout"]:
-            return 1  # a crash or a hang is a finding about the implementation, as a wrong answer is
-        if whole["invalid"]:
-            return 2  # lines that are no problem at all: the user's to fix (the rest was checked)
-        if whole["error"]:
-            return 4
-        return 0
+        return campaign_exit(self.whole)  # a crash or a hang is a finding about the implementation, as a wrong answer is
 
     @property
     def invalid_message(self) -> str:
@@ -191,14 +214,15 @@ class SweepSummary:
         bad = self.invalid
         if not bad:
             return ""
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        return f"{len(bad)} input line(s) are not problems convcheck can read; first: {bad[0].get('message')}{more}"
+        count = self.counts["invalid"] or len(bad)
+        more = f" (and {count - 1} more)" if count > 1 else ""
+        return f"{count} input line(s) are not problems convcheck can read; first: {bad[0].get('message')}{more}"
 
 
 #: Statuses of records that were not checked: their message is the whole story, always shown.
-UNCHECKED = ("refused", "unsupported", "invalid", "error", "crashed", "timeout")
+UNCHECKED = tuple(s.value for s in Status if not s.checked and s is not Status.SKIPPED)
 #: Statuses of checks that never answered: the code under test crashed its worker or ran out of time.
-NO_ANSWER = ("crashed", "timeout")
+NO_ANSWER = tuple(s.value for s in Status if not s.answered)
 
 
 def reason_lines(rec: dict, indent: str = "      ") -> str:
@@ -497,9 +521,32 @@ class RayExecutor:
                     yield i, _finish([rec | ({"status": "crashed", "crash": {"stage": None}} if died else {})], item, options)
 
 
-def make_executor(jobs: int = 1, gpus=None, ray_address=None):
-    """Supervised workers by default (``jobs`` of them; ``gpus``, "all" or "0,1": one per GPU);
-    ``ray`` (an address or True): Ray tasks."""
+#: Memory one worker holds once it has imported torch and NumPy (about 600 MB measured on the CPU build,
+#: RSS of an idle worker): what ``--jobs`` workers need before their first check.
+WORKER_BYTES = 600 * 2 ** 20
+
+
+def worker_count(jobs: int, problems: int | None = None, say=None) -> int:
+    """How many workers ``--jobs jobs`` starts for ``problems`` checks: never more than there are problems
+    (a worker with nothing to check is a process and 600 MB for nothing); above the cores' count each
+    worker's share of them is small (said, through ``say``); refused (BadInput) where their memory alone
+    would not fit in what is available."""
+    from ..check.memory import available_host, human
+
+    n = max(1, min(int(jobs), problems if problems is not None else int(jobs)))
+    cores = os.cpu_count() or 1
+    if n > cores and say is not None:
+        say(f"{n} workers on {cores} cores: each gets a share of a core (more workers than cores is rarely faster)")
+    free = available_host()
+    if free is not None and n > 1 and n * WORKER_BYTES > free:
+        raise BadInput(f"{n} workers need about {human(n * WORKER_BYTES)} ({human(WORKER_BYTES)} each) and "
+                       f"{human(free)} is available: give fewer", option="jobs")
+    return n
+
+
+def make_executor(jobs: int = 1, gpus=None, ray_address=None, problems: int | None = None, say=None):
+    """Supervised workers by default (:func:`worker_count` of ``jobs`` for ``problems`` checks; ``gpus``,
+    "all" or "0,1": one per GPU); ``ray`` (an address or True): Ray tasks."""
     if ray_address is not None:
         return RayExecutor(ray_address or None)
     if gpus is not None:
@@ -514,7 +561,7 @@ def make_executor(jobs: int = 1, gpus=None, ray_address=None):
             raise NotAvailableHere("no CUDA GPU is visible here to spread the sweep over; "
                                    "run without GPUs, or with jobs on the CPU", option="gpus")
         return SupervisedExecutor(len(ids), ids)
-    return SupervisedExecutor(jobs)
+    return SupervisedExecutor(worker_count(jobs, problems, say))
 
 
 def visible_gpus() -> list[int]:
@@ -568,7 +615,13 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     """Check every item, appending each record to ``out`` as soon as it exists, in supervised
     workers unless ``executor`` says otherwise. ``resume`` skips the problems already
     recorded, crashed and timed-out ones too unless ``retry_crashed``; its summary answers for the
-    whole file unless ``whole_file`` is False (one pass of a side-by-side sweep: this pass alone)."""
+    whole file unless ``whole_file`` is False (one pass of a side-by-side sweep: this pass alone).
+    The file is this sweep's alone while it runs (:func:`~convcheck.campaign.records.one_writer`)."""
+    with one_writer(out):
+        return _run_sweep(items, options, out, resume, quiet, on_record, executor, retry_crashed, whole_file)
+
+
+def _run_sweep(items, options, out, resume, quiet, on_record, executor, retry_crashed, whole_file) -> SweepSummary:
     options = resolved(options)
     for direction in sorted({item.problem.direction for item in items if item.problem is not None}):
         options.check_call(options.backend, direction)  # your function in each direction it is asked for
@@ -594,7 +647,7 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
     done = 0
     start = time.perf_counter()
     try:
-        with open(out, "a", encoding="utf-8") as f, RecordWriter(f) as writer:
+        with RecordWriter(out) as writer:
             for i, recs in executor.results(todo, options, stop):
                 # A problem's records (one per plan with --all-engines) go down in one write.
                 stop.writing = True
@@ -605,13 +658,13 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
                     number += 1
                     summary.written += 1
                     summary.counts[rec["status"]] += 1
-                    if rec.get("expected_failure_fixed"):
+                    if rec.get("expected_failure_fixed") and len(summary.fixed) < NAMED:
                         summary.fixed.append(rec)
-                    if rec["status"] == "invalid":
+                    if rec["status"] == "invalid" and len(summary.invalid) < NAMED:
                         summary.invalid.append(rec)
                     if rec["status"] == "failed" and rec.get("diagnosis"):  # none where --diagnose 0
                         summary.causes[cause_of(rec)] += 1
-                    summary.worst.append((number, rec))
+                    summary.worst.add(number, rec)
                     if on_record:
                         on_record(rec)
                 worst = _worst_of(recs)
@@ -631,10 +684,16 @@ def run_sweep(items: list[Item], options: SweepOptions, out: Path, resume: bool 
         summary.notes.append(f"{len(retried)} crashed or timed-out record(s) of the file checked again (--retry-crashed); "
                              "the new records follow them and speak for those problems")
     if prior.records and whole_file:  # a resumed sweep answers for the whole file, not only what this run added
-        summary.earlier = Counter(r.get("status") for r in kept)
-        summary.worst = summary.worst + [(n, r) for n, r in enumerate(prior.records, 1)
-                                         if not (retry_crashed and r.get("status") in NO_ANSWER)]
-    summary.worst = sorted(summary.worst, key=lambda numbered: (severity(numbered[1]), numbered[0]))[:5]
+        # each key once, its last record (a file two writers appended to holds some twice): said, not hidden
+        last = {record_key(r): (n, r) for n, r in enumerate(prior.records, 1)
+                if not (retry_crashed and r.get("status") in NO_ANSWER)}
+        repeated = len(kept) - len(last)
+        if repeated:
+            summary.notes.append(f"{repeated} record(s) of the file repeat an earlier record's key (two writers, or a "
+                                 "sweep run twice into it): each key is counted once, by its last record")
+        summary.earlier = Counter(r.get("status") for _, r in last.values())
+        for number, r in last.values():
+            summary.worst.add(number, r)
     return summary
 
 

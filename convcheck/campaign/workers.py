@@ -232,6 +232,8 @@ class Supervisor:
         from ..check.backends import user_function
 
         env = dict(os.environ)
+        for k, v in SPIN_VARIABLES.items():
+            env.setdefault(k, v)
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpus[number])
         if self.threads:
@@ -448,6 +450,14 @@ class Supervisor:
 #: Thread-pool sizes of the libraries a check uses, read once when each library loads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
+#: How long the libraries' idle threads spin, in convcheck's own workers only (never in a process that
+#: imports convcheck: a library leaves its host as it found it). A check alternates NumPy's OpenBLAS pool
+#: (the float64 reference) and torch's OpenMP pool (the convolution under test, the comparison) on the
+#: same cores; each pool's threads spin after their call while the other's wait for a core. Short spins
+#: suit a worker that switches pools every few milliseconds on an idle machine. A value the user set is kept.
+SPIN_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "4",  # OpenBLAS: sleep after 2^4 cycles, not 2^28
+                  "GOMP_SPINCOUNT": "0"}  # libgomp (torch's OpenMP): yield the core at once
+
 
 _SHARED: dict = {}
 
@@ -588,21 +598,30 @@ def worker_main(fd: int, parent: int) -> int:
         user_function.receive(functions)
         stages.reset()
         conn.send(("begin",))
-        try:
-            value = _call(fn)(*args)
-        except SystemExit as e:
-            conn.send(("exited", e.code, *stages.current()))
-            continue
-        except BaseException as e:  # noqa: BLE001 - whatever the task lets out goes back to the supervisor
-            _send_exception(conn, e)
-            continue
-        fault = cuda_fault()
-        try:
-            conn.send(("done", value, fault))
-        except (pickle.PicklingError, TypeError, AttributeError) as e:
-            _send_exception(conn, RuntimeError(f"the task's answer could not be sent back: {e}"))
-        if fault:
+        if answer(conn, fn, args):
             _quick_exit(3)  # a broken CUDA context serves no later check
+
+
+def answer(conn, fn: str, args: tuple) -> str | None:
+    """Run one task and send its outcome back; returns the sticky CUDA error it left in this process
+    (None: none), however the task ended: returned, raised or exited. A worker whose context is broken
+    is replaced, so that the next task does not fail in a dead context and get the blame."""
+    from ..base import stages
+
+    try:
+        value = _call(fn)(*args)
+    except SystemExit as e:
+        conn.send(("exited", e.code, *stages.current()))
+        return cuda_fault()
+    except BaseException as e:  # noqa: BLE001 - whatever the task lets out goes back to the supervisor
+        _send_exception(conn, e)
+        return cuda_fault()
+    fault = cuda_fault()
+    try:
+        conn.send(("done", value, fault))
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        _send_exception(conn, RuntimeError(f"the task's answer could not be sent back: {e}"))
+    return fault
 
 
 def _quick_exit(code: int) -> None:

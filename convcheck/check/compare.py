@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base.arrays import Mismatch, to_torch  # noqa: F401 (read from here too)
+from ..base.arrays import Mismatch, to_torch
 from ..numerics.magnitudes import Magnitudes
 
 MAX_REPORTED_MISMATCHES = 10

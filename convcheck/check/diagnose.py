@@ -343,7 +343,7 @@ def _calculator(result, device: str):
     def run(problem, inputs):
         import torch
 
-        from .compare import to_torch
+        from ..base.arrays import to_torch
 
         # a cause's inputs are the fill's, varied (misread, rounded, swapped): the exact fill's proof
         # that float32 sums are exact does not cover them, so they are computed as given data

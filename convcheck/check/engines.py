@@ -6,9 +6,9 @@ engine. This is the check's own pipeline (:mod:`convcheck.check`) with its run
 under test repeated per plan: the inputs are drawn, the reference and the
 magnitudes computed once, the graph built once (no math filter: for fp32 the TF32
 engines are listed too), and for each plan its execution and its verdict, a
-:class:`~convcheck.check.CheckResult` like any check's. Per plan: its name,
+:class:`~convcheck.check.pipeline.CheckResult` like any check's. Per plan: its name,
 behaviour and numerical notes, whether it builds, its workspace, its verdict
-against the reference (torch's float64 convolution, cuDNN disabled) under the bound that fits *that engine* (:func:`~convcheck.check.bound_for_plan`:
+against the reference (torch's float64 convolution, cuDNN disabled) under the bound that fits *that engine* (:func:`~convcheck.check.pipeline.bound_for_plan`:
 an engine that down-converts fp32 inputs is judged as TF32, and says so, never
 hidden; Winograd/FFT engines are not exact), error/bound, redzones, bitwise
 reproducibility over repeated runs (and whether the engine claimed to be
@@ -24,7 +24,8 @@ from . import backends
 from ..base import stages
 from ..numerics.bound import resolve as resolve_bound
 from .judging import make_bound
-from .pipeline import (CheckResult, Plan, bound_for_plan, plan_bound, compare_device, device_scope, draw_inputs, judge, magnitudes_for, run_reference, shared_implementation)
+from .pipeline import CheckResult, StageClock, bound_for_plan, plan_bound, compare_device, device_scope, draw_inputs, judge, magnitudes_for, run_reference
+from .plan import Plan, shared_implementation
 from ..base.errors import Unsupported
 from ..problem.descriptor import ConvProblem
 
@@ -53,6 +54,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
                        f"not {reference!r}", option="reference")
     backends.require("cudnn", "cuda")
     backends.require(reference, "cuda")
+    cudnn_graph.require_capability(problem)
     require_fits(problem, ("cuda",), max_memory, reference)
     bound_name = resolve_bound(bound, problem)
     heuristics = tuple(heuristics or cudnn_graph.HEURISTICS)
@@ -67,16 +69,17 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
     def check_plan(index: int) -> CheckResult:
         """One plan through the run under test and the verdict (the other stages are shared)."""
         plan_start = time.perf_counter()
+        clock = StageClock(plan)  # CUDA events on the check's stream: each stage's own GPU time
         numerical = notes.get(index, [])
         result = CheckResult(status="unsupported", problem=problem, plan=Plan("cudnn", "cuda", reference, "cuda", list(plan.notes)), seed=seed,
-                             bound=bound_name, fill=inputs.kind, density=inputs.density, fill_device=inputs.device,
+                             bound=bound_name, fill=inputs.kind, density=inputs.density,
                              plan_of_all=True, reference_info=ref_info)
         result.backend_info = {"engine": prep.plan_name(index), "plan_index": index, "plan_count": prep.plan_count,
                                "numerical_notes": list(numerical), "behavior_notes": prep.behavior_notes(index),
                                "claims_deterministic": ("NONDETERMINISTIC" not in numerical) if notes_known else None,
                                "built": False}
         run = cudnn_graph.execute_plan(prep, index, runs=max(timing_runs, repeat), warmup=warmup, repeat_check=repeat > 1)
-        t_run = time.perf_counter() - plan_start
+        clock.mark("under_test")
         if not run.built:
             result.message = run.error
             if not run.declined:  # a misused call or a CUDA error, not cuDNN declining the plan
@@ -89,10 +92,8 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             stages.enter("compare", prep.plan_name(index))
             kind = how.algorithm.text if how.algorithm is not None else "direct"
             if bnd.needs_abs_conv and kind not in magnitudes:
-                t = time.perf_counter()
                 magnitudes[kind] = magnitudes_for(bnd, problem, inputs, where)
-                shared[f"magnitudes {kind}" if how.algorithm is not None else "magnitudes"] = time.perf_counter() - t
-            t1 = time.perf_counter()
+                clock.mark(f"magnitudes {kind}" if how.algorithm is not None else "magnitudes")
             ours = cudnn_graph.result_tensor(prep)
             judge(result, ours, ref, bnd, magnitudes.get(kind) if bnd.needs_abs_conv else None, where, run.redzone)
             result.message = result.message or how.why
@@ -101,29 +102,33 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             if keep_outputs:
                 result.outputs = (ours.clone(), ref, inputs)
             result.time_backend_s = sum(run.times_ms) / 1e3
-            result.stages.update(under_test=t_run, compare=time.perf_counter() - t1)
+            clock.mark("compare")
+        times = clock.stages()
+        shared.update({k: v for k, v in times.items() if k.startswith("magnitudes")})  # paid once, for every plan
+        result.stages.update({k: v for k, v in times.items() if not k.startswith("magnitudes")})
         result.time_s = time.perf_counter() - plan_start
         result.versions = versions()
         return result
 
     with device_scope(plan):
-        t0 = time.perf_counter()
+        clock = StageClock(plan)  # CUDA events on the check's stream: the reference's GPU time is the reference's
         stages.enter("fill")
         inputs = draw_inputs(problem, plan, seed, bound_name)
-        t1 = time.perf_counter()
+        clock.mark("fill")
         prep = cudnn_graph.prepared(problem, heuristics, math_filter=False)
         cudnn_graph.load(prep, inputs)
         names = [prep.plan_name(i) for i in range(prep.plan_count)]
         indices = cudnn_graph.select_indices(prep.plan_count, names, engine)
         if engine is not None and not indices:
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
-        t2 = time.perf_counter()
+        clock.mark("graph")
         stages.enter("reference")
         ref, ref_info = run_reference(plan, problem, inputs)
         note = shared_implementation(plan)
         if note:
             plan.notes.append(note)
-        shared.update(fill=t1 - t0, graph=t2 - t1, reference=time.perf_counter() - t2)
+        clock.mark("reference")
+        shared.update(clock.stages())
         results = [check_plan(i) for i in indices]
     context = {
         "problem": problem.descriptor(), "dtype": problem.dtype, "direction": problem.direction,
@@ -166,10 +171,12 @@ def format_table(results: list[CheckResult]) -> str:
 def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
     """Run ``problem`` (fp32) on cuDNN's TF32 engines on purpose, and judge the result
     against torch's IEEE fp32 answer twice: by the fp32 bound (the trap: it must fail)
-    and by the TF32 bound (it must pass). Returns (as_fp32, as_tf32, cuDNN info)."""
+    and by the TF32 bound (it must pass). Returns (as_fp32, as_tf32, cuDNN info); :class:`Unsupported` where the
+    GPU has no TF32 (compute capability below 8.0) or cuDNN offers no TF32 plan for the problem."""
     from .backends import cudnn_graph
     from .compare import compare
 
+    cudnn_graph.require_capability(problem.with_(dtype="tf32"))
     plan = Plan("cudnn", "cuda", cudnn_graph.default_reference, "cuda")
     with device_scope(plan):
         inputs = draw_inputs(problem, plan, seed, "elementwise")

@@ -34,7 +34,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..base import dtypes
-from ..base.inputs import ConvInputs  # noqa: F401 (read from here too)
+from ..base.inputs import ConvInputs
 from ..problem.descriptor import ConvProblem
 
 EXACT_MAX = 2  # integers in [-EXACT_MAX, EXACT_MAX]
@@ -47,17 +47,32 @@ def exact_digits(dtype: str) -> int:
 
 
 def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random", device: str = "cpu") -> ConvInputs:
-    """The problem's inputs for ``seed``, drawn where the check runs: on the host from NumPy's
-    PCG64 (the same values on every machine), or on a GPU from torch's CUDA generator
-    (``device="cuda"``; no host array, no upload: the inputs are born in GPU memory, and the
-    seed reproduces them on any GPU, not on the host). The values follow the same rules."""
-    source = _HostBits(seed) if device == "cpu" else _DeviceBits(seed, device)
+    """The problem's inputs for ``seed``: drawn on the host from NumPy's PCG64, the same values on every
+    machine, then put where the check runs (``device="cuda"``: torch tensors on the GPU, one upload).
+
+    A seed gives the same inputs on the host and on every GPU model: ``rerun`` of a record on another
+    machine, and a reproducer sent to a vendor, check the inputs the record was checked on. (A GPU's own
+    generator would not: torch's CUDA generator sizes its launch by the GPU's SM count, so above a few
+    ten thousand elements one seed draws other values on another GPU model.)"""
+    source = _HostBits(seed)
     if kind == "exact":
-        return _exact(problem, source, seed)
-    x, w = source.uniform(problem.x_shape, problem.dtype), source.uniform(problem.w_shape, problem.dtype)
-    dy = source.uniform(problem.y_shape, problem.dtype) if problem.direction != "fprop" else None
-    bias = source.uniform((problem.oc,), problem.dtype) if "bias" in problem.fuse else None
-    return ConvInputs(x=x, w=w, seed=seed, kind="random", dy=dy, bias=bias, device=source.device)
+        inputs = _exact(problem, source, seed)
+    else:
+        x, w = source.uniform(problem.x_shape, problem.dtype), source.uniform(problem.w_shape, problem.dtype)
+        dy = source.uniform(problem.y_shape, problem.dtype) if problem.direction != "fprop" else None
+        bias = source.uniform((problem.oc,), problem.dtype) if "bias" in problem.fuse else None
+        inputs = ConvInputs(x=x, w=w, seed=seed, kind="random", dy=dy, bias=bias)
+    return inputs if device == "cpu" else placed(inputs, device)
+
+
+def placed(inputs: ConvInputs, device: str) -> ConvInputs:
+    """Host inputs as torch tensors on ``device`` (the same bits)."""
+    import torch
+
+    def up(a):
+        return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+    return replace(inputs, x=up(inputs.x), w=up(inputs.w), dy=up(inputs.dy), bias=up(inputs.bias), device=device)
 
 
 def _raw(rng, count: int, dtype) -> np.ndarray:
@@ -125,68 +140,6 @@ class _HostBits:
         return float(np.abs(a).max())
 
 
-def _into(value, out):
-    """``value``, written into ``out`` (a view of a larger tensor) when one is given."""
-    if out is None:
-        return value
-    out.copy_(value)
-    return out
-
-
-class _DeviceBits:
-    """Random values on a GPU, torch tensors: torch's CUDA generator seeded with the check's seed."""
-
-    def __init__(self, seed: int, device: str):
-        import torch
-
-        self.torch = torch
-        self.device = device
-        self.gen = torch.Generator(device=device)
-        self.gen.manual_seed(seed)
-
-    def uniform(self, shape, dtype: str):
-        torch = self.torch
-        a = torch.empty(tuple(shape), device=self.device, dtype=torch.float32).uniform_(-1.0, 1.0, generator=self.gen)
-        return a.to(dtypes.torch_dtype(dtype)).float() if dtype in ("fp16", "bf16") else a
-
-    def int16(self, count: int):
-        return self.torch.randint(-2 ** 15, 2 ** 15, (count,), dtype=self.torch.int16, device=self.device, generator=self.gen)
-
-    def two_bits(self, count: int):
-        return self.torch.randint(0, 4, (count,), dtype=self.torch.int64, device=self.device, generator=self.gen)
-
-    def integers(self, low: int, high: int, shape):
-        t = self.torch.randint(low, high + 1, tuple(shape), device=self.device, generator=self.gen)
-        return t.float()
-
-    def keeper(self, shape):
-        u = self.torch.rand(tuple(shape), device=self.device, generator=self.gen)
-        return lambda density: u < density
-
-    def scaled(self, m, unit: float, out=None):
-        return _into(m.float() * unit, out)
-
-    def lookup(self, table, index, out=None):
-        return _into(self.torch.tensor(table, dtype=self.torch.float32, device=self.device)[index], out)
-
-    def coarse(self, shape, out=None):
-        """+-1, +-2 from two random bits each (0, 1, 2, 3 -> -2, -1, 1, 2)."""
-        return self.lookup([-2.0, -1.0, 1.0, 2.0], self.two_bits(math.prod(shape)).reshape(tuple(shape)), out=out)
-
-    def where(self, mask, a, zero):
-        return self.torch.where(mask, a, zero)
-
-    def ones(self, shape):
-        return self.torch.ones(tuple(shape), dtype=self.torch.float32, device=self.device)
-
-    def empty(self, shape):
-        return self.torch.empty(tuple(shape), dtype=self.torch.float32, device=self.device)
-
-    @staticmethod
-    def abs_max(a) -> float:
-        return float(a.abs().max())
-
-
 #: Significant bits of the fine values of the precision-sensitive fill.
 PRECISE_BITS = {"fp32": 13, "tf32": 11}
 
@@ -247,8 +200,7 @@ def live_depth(problem: ConvProblem) -> int:
 
 def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
     """Grid operands (:func:`fine_blocks` says which values are fine); the operand summed over
-    (x for fprop/wgrad, dy for dgrad) is thinned. ``source`` draws the random bits on the host
-    or on a GPU; the rules are the same."""
+    (x for fprop/wgrad, dy for dgrad) is thinned. ``source`` draws the random bits (:class:`_HostBits`)."""
     bits = PRECISE_BITS.get(problem.dtype)
     thinned = "dy" if problem.direction == "dgrad" else "x"
     if bits is not None:
@@ -295,7 +247,7 @@ def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
     dy = draw(problem.y_shape, "dy") if problem.direction != "fprop" else None
     bias = source.integers(-EXACT_MAX, EXACT_MAX, (problem.oc,)) if "bias" in problem.fuse else None
     headroom = limit - (0 if bias is None else EXACT_MAX)
-    inputs = ConvInputs(x=x, w=w, seed=seed, kind="exact", density=1.0, dy=dy, bias=bias, device=source.device)
+    inputs = ConvInputs(x=x, w=w, seed=seed, kind="exact", density=1.0, dy=dy, bias=bias)
     if n * max_term <= headroom:
         return inputs  # no output can exceed the limit, even in the worst case: nothing to thin
     full = dy if thinned == "dy" else x

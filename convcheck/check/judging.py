@@ -73,7 +73,7 @@ def bound_for(spec, backend: str, reference: str, devices: tuple[str, str], data
     spec's backend and reference resolved to ``backend`` and ``reference`` running on ``devices``:
     a declared fast algorithm's own bound, else ``spec.bound`` (auto resolved for the problem) between
     what the two sides compute. ``operand_slice``: a Winograd bound's left-operand slice, where memory
-    asked for a smaller one (:func:`convcheck.check.require_room`). ``declared_now``: what :func:`declared`
+    asked for a smaller one (:func:`convcheck.check.memory.require_room`). ``declared_now``: what :func:`declared`
     said of this spec, where the caller asked already (False: ask here)."""
     from ..numerics.fast_bound import bound_for as fast_bound_for
 

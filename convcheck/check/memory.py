@@ -220,14 +220,47 @@ def available_host() -> int | None:
 
 
 def available_gpu() -> int | None:
+    """Bytes of GPU memory a check can have now: what the driver says is free, plus what torch's caching
+    allocator and CuPy's pool hold freed (both keep a finished check's blocks for reuse, and either
+    gives them to the next allocation of its own; the driver counts them as used). None without a GPU."""
+    import sys
+
     try:
         import torch
 
-        if torch.cuda.is_available():
-            return int(torch.cuda.mem_get_info()[0])
+        if not torch.cuda.is_available():
+            return None
+        free = int(torch.cuda.mem_get_info()[0])
+        free += int(torch.cuda.memory_reserved()) - int(torch.cuda.memory_allocated())
     except Exception:
         return None
-    return None
+    cupy = sys.modules.get("cupy")  # only where a check used it: importing CuPy here would cost a context
+    if cupy is not None:
+        try:
+            free += int(cupy.get_default_memory_pool().free_bytes())
+        except Exception:
+            pass
+    return free
+
+
+#: What in an error says an allocation failed: torch's and CuPy's out-of-memory errors, cuDNN's statuses.
+OUT_OF_MEMORY = ("OutOfMemoryError", "out of memory", "ALLOCATION_FAILED", "ALLOC_FAILED")
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is a GPU allocation that failed (torch, CuPy or cuDNN): a check that did not fit,
+    recorded as refused with the figures, not as an error of the implementation."""
+    names = {cls.__name__ for cls in type(error).__mro__}
+    return bool(names & {"OutOfMemoryError"}) or any(mark in str(error) for mark in OUT_OF_MEMORY)
+
+
+def out_of_memory_message(error: BaseException, problem, devices, reference: str | None = None) -> str:
+    """One line: what the check was estimated to need, what was available, and what the library said."""
+    need = estimate(problem, reference, devices=tuple(devices), data="random")
+    free = available_gpu() if "cuda" in devices else available_host()
+    said = " ".join(str(error).split())[:200]
+    return (f"out of memory: the check needs about {human(need)} ({problem.descriptor()}); "
+            f"{'unknown' if free is None else human(free)} available now; {type(error).__name__}: {said}")
 
 
 class TooLarge(BadInput):

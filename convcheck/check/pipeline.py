@@ -16,22 +16,19 @@ from ..numerics import probable
 from ..base import stages
 from ..numerics.bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, resolve as resolve_bound
 from .judging import for_check, make_bound
-from .compare import Comparison, compare, to_torch
-from ..base.errors import (EXIT_INTERNAL, EXIT_MISMATCH, EXIT_PASS, EXIT_UNAVAILABLE, BadInput, ConvCheckError, Unsupported)
-from .fill import ConvInputs, make_inputs
+from .compare import Comparison, compare
+from ..base.arrays import to_torch
+from ..base.errors import BadInput, ConvCheckError, Unsupported
+from ..base.status import Status
+from ..base.inputs import ConvInputs
+from .fill import make_inputs
 from ..problem.descriptor import ConvProblem
 from .verdict import status_of
-from .memory import require_room  # noqa: F401  (read from here too)
-from .plan import Plan, _cuda_usable, resolve, shared_implementation  # noqa: F401  (read from here too)
+from .memory import out_of_memory, out_of_memory_message
+from .plan import Plan, _cuda_usable, resolve
 
 #: Numerical notes of cuDNN plans that read fp32 inputs as TF32 (Ampere and newer).
 DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
-
-STATUS_EXIT = {
-    "passed": EXIT_PASS, "failed": EXIT_MISMATCH, "mistrusted": EXIT_MISMATCH,
-    "unsupported": EXIT_UNAVAILABLE, "error": EXIT_INTERNAL,
-}
-
 
 _STREAMS: dict = {}
 
@@ -40,7 +37,12 @@ _STREAMS: dict = {}
 def device_scope(plan: Plan):
     """On a GPU, run the whole check on convcheck's own torch stream (CuPy and cuDNN join it).
     One stream per device for the whole process, so that a graph built for one check is
-    reused by the next check of the same problem (:func:`convcheck.check.backends.cudnn_graph.prepared`)."""
+    reused by the next check of the same problem (:func:`convcheck.check.backends.cudnn_graph.prepared`).
+
+    Stream order with the caller's work: convcheck's stream first waits for the caller's current
+    stream (an output the caller's kernel is still writing, on its own stream, is read only once it is
+    written), and on the way out the caller's stream waits for convcheck's (what the check wrote is
+    there before the caller's next kernel reads it)."""
     if "cuda" in (plan.backend_device, plan.reference_device):
         import torch
 
@@ -48,8 +50,13 @@ def device_scope(plan: Plan):
         stream = _STREAMS.get(device)
         if stream is None:
             stream = _STREAMS[device] = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            yield
+        caller = torch.cuda.current_stream()
+        stream.wait_stream(caller)
+        try:
+            with torch.cuda.stream(stream):
+                yield
+        finally:
+            caller.wait_stream(stream)
         stream.synchronize()
     else:
         yield
@@ -115,7 +122,6 @@ class CheckResult:
     #: seconds per stage of the check: fill, under_test, reference, magnitudes (for the bound), compare
     stages: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
-    fill_device: str = "cpu"  # where the inputs were drawn: the seed reproduces them on that kind of device
     #: one plan of a check of every cuDNN plan (``engines``): its record names the plan and how it was judged
     plan_of_all: bool = False
     judged_as: str = ""
@@ -135,7 +141,7 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return STATUS_EXIT[self.status]
+        return Status(self.status).exit_code
 
     @property
     def notes(self) -> list[str]:
@@ -160,7 +166,6 @@ class CheckResult:
             "seed": self.seed,
             "bound": self.bound,  # asked (it chose the fill); the one that judged is comparison["bound"]
             "fill": self.fill,
-            "fill_device": self.fill_device,
             "density": self.density,
             "compute_dtype": "fp32",
             "planted_bug": self.planted,
@@ -232,9 +237,9 @@ def nonstructural_zero_fraction(problem: ConvProblem, ref, device: str) -> float
 
 
 def draw_inputs(problem: ConvProblem, plan: Plan, seed: int, bound_name: str, device: str | None = None) -> ConvInputs:
-    """Stage 1: the seeded inputs, drawn where the implementation under test runs (on a GPU
-    they are born in GPU memory; a host-only reference downloads the same bits), in the
-    exact fill when the exact bound judges."""
+    """Stage 1: the seeded inputs, drawn on the host (the same values on every machine and GPU) and put
+    where the implementation under test runs (``device``, default the plan's: on a GPU one upload; a
+    host-only reference reads the host copy's bits), in the exact fill when the exact bound judges."""
     if device is None:
         device = plan.backend_device
     return make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random", device=device)
@@ -401,7 +406,6 @@ def run_check(
     repeat: int = 1,
     heuristics: tuple[str, ...] | None = None,
     max_memory: int | None = None,
-    fill_device: str | None = None,
     level: str | None = None,
     contract: str | None = None,
     algorithm: str | None = None,
@@ -414,8 +418,8 @@ def run_check(
 
     ``bound``: ``auto`` (default), ``elementwise``, ``lesson`` or ``exact`` (which also
     switches the inputs to the exact fill). ``engine`` (index or name), ``repeat`` and
-    ``heuristics`` are for the cudnn backend. ``fill_device``: where the inputs are drawn
-    (default: where the implementation under test runs; a planted bug draws on the host).
+    ``heuristics`` are for the cudnn backend. The inputs are drawn on the host (the same values on every
+    machine and GPU) and put where the implementation under test runs.
     ``level``: for given ``inputs``, "probable" (default) or "rigorous" (:mod:`convcheck.numerics.probable`).
     ``contract``: what your function (a ``FILE.py:NAME`` backend) may have computed in fp16/bf16,
     "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`); torch and cuDNN say it themselves.
@@ -428,7 +432,7 @@ def run_check(
 
     spec = CheckSpec(problem=problem, backend=backend, reference=reference, device=device, seed=seed, plant=plant,
                      bound=bound, engine=engine, repeat=repeat, heuristics=tuple(heuristics) if heuristics else None,
-                     max_memory=max_memory, fill_device=fill_device, level=level, contract=contract,
+                     max_memory=max_memory, level=level, contract=contract,
                      algorithm=algorithm, diagnose=diagnose)
     return run_spec(spec, inputs=inputs, keep_outputs=keep_outputs)
 
@@ -465,9 +469,9 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
             clock = StageClock(plan)
             stages.enter("fill")
             if inputs is None:
-                inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else spec.fill_device)
+                inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else None)
             clock.mark("fill")
-            result.seed, result.fill, result.density, result.fill_device = inputs.seed, inputs.kind, inputs.density, inputs.device
+            result.seed, result.fill, result.density = inputs.seed, inputs.kind, inputs.density
             planted = plants.apply(plant, problem, inputs)
             stages.enter("execute")  # cuDNN says build and plan first (convcheck.check.backends.cudnn_graph)
             ours, result.backend_info = run_under_test(plan, problem, inputs, planted, options)
@@ -511,7 +515,11 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     except ConvCheckError:
         raise
     except Exception as e:  # a failure inside a backend is a result, not a crash
-        result.status, result.message = "error", f"{type(e).__name__}: {e}"
+        if out_of_memory(e):  # the check did not fit: refused, with the figures (not the implementation's error)
+            devices = {plan.backend_device, plan.reference_device}
+            result.status, result.message = "refused", out_of_memory_message(e, problem, devices, plan.reference)
+        else:
+            result.status, result.message = "error", f"{type(e).__name__}: {e}"
     result.time_s = time.perf_counter() - start
     result.versions = versions(implementation=plan.under_test)  # your function's file hash besides
     return result

@@ -22,7 +22,7 @@ import numpy as np
 from ..base import dtypes
 from . import winograd_plants
 from ..base.errors import BadInput
-from .fill import ConvInputs
+from ..base.inputs import ConvInputs
 from ..problem.descriptor import ConvProblem
 
 BUGS = {

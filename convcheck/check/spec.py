@@ -8,7 +8,7 @@ repeats, and where the inputs are drawn. Besides those it holds the limits a cam
 check (memory, seconds), which never change a verdict.
 
 Every command that runs checks builds one (:mod:`convcheck.cli.options` from its command line,
-:meth:`CheckSpec.from_record` from a record), hands it to :func:`convcheck.check.run_spec`,
+:meth:`CheckSpec.from_record` from a record), hands it to :func:`convcheck.check.pipeline.run_spec`,
 and keys its records by :meth:`CheckSpec.identity`: a choice that changes a verdict is
 therefore in the record key (``--resume`` and ``diff`` never pair two different checks),
 and a record reruns as exactly the check that made it. A new option is a field here, an
@@ -39,7 +39,6 @@ class CheckSpec:
     engine: str | int | None = None  # cuDNN: this plan, by name (or index) instead of the heuristics' first
     heuristics: tuple | None = None  # cuDNN heuristics modes (None: convcheck.check.backends.cudnn_graph.HEURISTICS)
     repeat: int = 1  # cuDNN: run the plan N times and say whether the results are bitwise identical
-    fill_device: str | None = None  # where the inputs are drawn (None: where the implementation runs)
     all_engines: bool = False  # every cuDNN plan, a record each (sweep --all-engines)
     max_memory: int | None = None  # a limit, not a verdict: refuse a check that would need more bytes
     timeout: float | None = None  # a limit, not a verdict: seconds (0: none; None: scaled to the problem)
@@ -170,8 +169,7 @@ class CheckSpec:
                    bound=None if algorithm else rec.get("bound"), level=rec.get("level"),
                    contract=rec.get("contract"), algorithm=algorithm, convention=rec.get("convention"), precision=rec.get("precision"),
                    plant=rec.get("planted_bug"),
-                   engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None,
-                   fill_device=rec.get("fill_device") or "cpu")
+                   engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None)
 
 
 def recorded_device(rec: dict) -> str | None:

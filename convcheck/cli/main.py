@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from ..base.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, BadInput, ConvCheckError, writable_file
+from ..base.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, WRITE_FAILURES, BadInput, ConvCheckError,
+                           writable_file, writing)
 from ..numerics.bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from ..check.pipeline import STORED_REFERENCES
 from ..check.engines import ENGINE_REFERENCES
+from ..campaign.schema import record_json
 from .options import (add_check_options, add_problem_options, at_least as _at_least, options as check_options, problem_overrides, refuse_plan_index, seconds as _seconds, side_by_side, size as _size, spec_from_args)
 from ..numerics.rounding import CONTRACTS, DEFAULT_CONTRACT
 from ..problem.space import DEFAULT_SPACE
@@ -237,12 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _emit(result, as_json: bool, evidence: str | None) -> int:
-    from ..output.evidence import record_json, report_text, write_evidence
+    from ..output.evidence import report_text, write_evidence
 
     for note in result.notes:
         print(note, file=sys.stderr if as_json else sys.stdout)
     if as_json:
-        print(record_json(result))
+        print(record_json(result.record()))
     else:
         text = report_text(result)
         print("\n".join(line for line in text.splitlines() if not line.startswith("note ")))
@@ -290,14 +292,16 @@ def _engines_here(args) -> int:
                                      engine=args.engine, repeat=args.repeat, max_memory=args.max_memory,
                                      reference=args.reference)
     shared = {k: context[k] for k in ("plan_count", "heuristics", "notes_remark", "shared_stages_s")}
-    lines = [json.dumps(r.record() | shared, default=str, sort_keys=True) for r in results]
+    lines = [record_json(r.record() | shared) for r in results]
     table = (f"# {problem}  {context['plan_count']} plans from heuristics {'+'.join(context['heuristics'])}; "
              f"{context['notes_remark']}\n" + format_table(results))
     print("\n".join(lines) if args.json else table)
     if args.evidence:
         from pathlib import Path
 
-        Path(args.evidence).write_text(table + "\n\n--- records (JSON lines) ---\n" + "\n".join(lines) + "\n", encoding="utf-8")
+        with writing(args.evidence, "the evidence", option="evidence"):
+            Path(args.evidence).write_text(table + "\n\n--- records (JSON lines) ---\n" + "\n".join(lines) + "\n",
+                                           encoding="utf-8")
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
@@ -365,7 +369,7 @@ def cmd_lesson(args) -> int:
                                  contract=args.contract, diagnose=args.diagnose)
     code = _emit(result, args.json, args.evidence)
     if args.repro:
-        from ..check.fill import ConvInputs
+        from ..base.inputs import ConvInputs
         from ..output.repro import write_script
 
         path = write_script(args.repro, files.problem, inputs=ConvInputs(x=files.x, w=files.w, seed=-1),
@@ -478,17 +482,23 @@ def _run_side_by_side(args, items_of) -> int:
     (:mod:`convcheck.campaign.side_by_side`). The exit code is the worst of the passes'."""
     import tempfile
 
-    from ..base.errors import BackendUnavailable
-    from ..campaign import side_by_side as sbs
-    from ..campaign.records import prepare_out, read_records
-    from ..campaign.workers import renew_shared
-
     passes = side_by_side(args)
     if len(passes) == 1:
         return _run_items(args, items_of(args))
-    codes, unavailable = [], set()
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
+        return _passes(args, passes, out, items_of)
+
+
+def _passes(args, passes, out: Path, items_of) -> int:
+    """The side-by-side sweep's passes into ``out``, held by this process from the first to the last."""
+    from ..base.errors import BackendUnavailable
+    from ..campaign import side_by_side as sbs
+    from ..campaign.records import one_writer, prepare_out, read_records
+    from ..campaign.workers import renew_shared
+
+    codes, unavailable = [], set()
+    with one_writer(out):
         prepare_out(out, args.resume)  # a full file without --resume is refused before the first pass, not after it
         for k, one in enumerate(passes):
             one.out, one.resume = str(out), args.resume or k > 0  # later passes append to this run's file
@@ -499,8 +509,8 @@ def _run_side_by_side(args, items_of) -> int:
             print(f"\n== {what} ({k + 1} of {len(passes)})", flush=True)
             if k and one.backend != passes[k - 1].backend:
                 renew_shared()  # each implementation in workers of its own: no runtime's threads or state meet the next's
-            try:
-                codes.append(_run_items(one, items_of(one), whole_file=False))
+            try:  # the input lines that are no problems are every pass's: said by the first that runs
+                codes.append(_run_items(one, items_of(one), whole_file=False, say_invalid=len(codes) == len(unavailable)))
             except BackendUnavailable as e:  # before this pass's first check; the other backends go on
                 print(f"convcheck: error: {e}", file=sys.stderr)
                 unavailable.add(one.backend)
@@ -512,9 +522,10 @@ def _run_side_by_side(args, items_of) -> int:
     return max(codes)
 
 
-def _run_items(args, items, whole_file: bool = True) -> int:
+def _run_items(args, items, whole_file: bool = True, say_invalid: bool = True) -> int:
     """The sweep of ``items`` with the options sweep and model share; prints the summary (of the whole
-    file it resumed, unless ``whole_file`` is False: one pass of several, which the table then shows whole)."""
+    file it resumed, unless ``whole_file`` is False: one pass of several, which the table then shows whole)
+    and, where ``say_invalid``, the one line about input lines that are no problems."""
     import tempfile
 
     from ..campaign.expectations import read_expectations
@@ -531,7 +542,8 @@ def _run_items(args, items, whole_file: bool = True) -> int:
     refuse_plan_index(spec)
     declared(spec.algorithm, spec.backend, spec.plant, spec.bound, spec.reference)  # once, before any check: not a record each
     expect = read_expectations(args.expect_fail) if args.expect_fail else ()
-    executor = make_executor(args.jobs, args.gpus, args.ray)
+    executor = make_executor(args.jobs, args.gpus, args.ray, problems=len(items),
+                             say=lambda line: print(f"convcheck: {line}", file=sys.stderr))
     options = SweepOptions.of(spec, expect_fail=expect)
     with tempfile.TemporaryDirectory(prefix="convcheck-") as tmp:
         out = Path(args.out) if args.out else Path(tmp) / "records.jsonl"
@@ -540,13 +552,13 @@ def _run_items(args, items, whole_file: bool = True) -> int:
         print(format_summary(summary, out if args.out else None))
         if args.junit:
             print(f"JUnit XML written to {write_junit(read_records(out), args.junit)}", file=sys.stderr)
-    if summary.exit_code == EXIT_BAD_INPUT:
+    if summary.exit_code == EXIT_BAD_INPUT and say_invalid:
         print(f"convcheck: error: {summary.invalid_message}", file=sys.stderr)
     return summary.exit_code
 
 
 def cmd_rerun(args) -> int:
-    from ..campaign.records import problem_from_record
+    from ..problem.descriptor import problem_from_record
 
     _, rec = _picked_record(args)
     args.record = rec
@@ -572,7 +584,7 @@ def _rerun_here(args) -> int:
     if rec.get("engine"):
         from ..check.engines import format_table
 
-        print(json.dumps(result.record(), default=str, sort_keys=True) if args.json else
+        print(record_json(result.record()) if args.json else
               f"# {rec.get('problem')}\n" + format_table([result]))
         code = 1 if result.status == "failed" else 0
     else:
@@ -610,7 +622,7 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
     from ..campaign.workers import run_one
 
     limit = time_limit(Item("cli", problem), SweepOptions(timeout=args.timeout, all_engines=all_engines))
-    out = run_one("convcheck.cli:run_body", (body, args), timeout_s=limit, label=under_test_label(getattr(args, "backend", None) or "cudnn"))
+    out = run_one("convcheck.cli.main:run_body", (body, args), timeout_s=limit, label=under_test_label(getattr(args, "backend", None) or "cudnn"))
     if out.status == "done" and not out.fault:
         return out.value
     if out.status == "raised":
@@ -759,12 +771,14 @@ COMMANDS = {"hunt": cmd_hunt, "shrink": cmd_shrink, "repro": cmd_repro, "model":
 def _start_workers_early(args) -> None:
     """A command that will check starts its worker now, so that the worker imports torch while
     this process reads its files and options (the same supervisor the command then uses)."""
-    from ..campaign.sweep import SupervisedExecutor
+    from ..campaign.sweep import SupervisedExecutor, worker_count
 
     if args.command in ("check", "engines", "rerun", "shrink"):
         SupervisedExecutor(1).start()
-    elif args.command == "hunt" or (args.command in ("sweep", "model") and args.gpus is None and args.ray is None):
-        SupervisedExecutor(args.jobs).start()
+    elif args.command in ("sweep", "model") and args.jobs == 1 and args.gpus is None and args.ray is None:
+        SupervisedExecutor(1).start()  # more are started once the problems are counted (campaign.sweep.worker_count)
+    elif args.command == "hunt":
+        SupervisedExecutor(worker_count(args.jobs, args.budget)).start()
 
 
 def main(argv=None) -> int:
@@ -783,6 +797,11 @@ def main(argv=None) -> int:
         _quiet_stdout()  # the reader went away (| head): not an error
         return 0
     except OSError as e:
+        if e.filename is None and e.errno in WRITE_FAILURES:  # the command's own output (stdout to a full disk)
+            if __import__("os").environ.get("CONVCHECK_DEBUG"):
+                raise
+            print(f"convcheck: error: writing the output failed: {e.strerror}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if e.filename is None:
             return _internal(e)
         print(f"convcheck: error: {e.filename}: {e.strerror or e}", file=sys.stderr)  # a path the user gave

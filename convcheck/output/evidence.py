@@ -9,9 +9,10 @@ holds both and two evidence files can be diffed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..base.errors import writing
+from ..campaign.schema import record_json
 from ..check.pipeline import CheckResult
 from ..numerics.probable import NOT_RULED_OUT
 
@@ -149,8 +150,8 @@ def report_text(result: CheckResult) -> str:
         lines.append(f"PLANTED BUG: {result.planted} (the check must fail)")
     if result.status == "mistrusted":
         lines.append(f"MISTRUSTED: {result.message}")
-    if result.status in ("unsupported", "error"):
-        lines.append(f"{result.status.upper()}: {result.message}")
+    if c is None:  # not judged: unsupported, refused (out of memory), an error
+        lines.append(f"{str(result.status).upper()}: {result.message}")
         return "\n".join(lines)
     if c.shape_error:
         lines.append(f"FAILED: {c.shape_error}")
@@ -194,10 +195,6 @@ def _cause_lines(result: CheckResult) -> list[str]:
     return [f"cause     {first}"] + [f"          {line}" for line in rest]
 
 
-def record_json(result: CheckResult) -> str:
-    return json.dumps(result.record(), sort_keys=True, default=str)
-
-
 def write_evidence(path, result: CheckResult) -> Path:
     """The report, then the JSON record (indented so that diffs are line by line)."""
     path = Path(path)
@@ -207,7 +204,7 @@ def write_evidence(path, result: CheckResult) -> Path:
 
     text = report_text(result)
     full = dict(result.record(), environment=versions(full=True))
-    with open(path, "w", encoding="utf-8") as f:
+    with writing(path, "the evidence", option="evidence"), open(path, "w", encoding="utf-8") as f:
         f.write(text + "\n\n--- record (JSON) ---\n")
-        f.write(json.dumps(full, sort_keys=True, indent=2, default=str) + "\n")
+        f.write(record_json(full, indent=2) + "\n")
     return path

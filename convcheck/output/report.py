@@ -21,8 +21,10 @@ import numpy as np
 
 from ..check.diagnose import cause_of, lines_of
 from ..check.compare import error_ratio_map
-from ..base.errors import BadInput
-from ..campaign.records import problem_from_record, read_records, record_label, severity
+from ..base.errors import BadInput, writing
+from ..base.status import Status, of
+from ..problem.descriptor import problem_from_record
+from ..campaign.records import read_records, record_label, severity
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -121,7 +123,7 @@ def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray 
     """(error/bound, |ours - ref|) per element of the recorded check (or plan), re-run and judged by
     the bound that judged it; (None, None, why) if it gave no output."""
     from ..check.pipeline import compare_device, magnitudes_for
-    from ..check.compare import to_torch
+    from ..base.arrays import to_torch
     from ..campaign.rerun import rerun
 
     result = rerun(rec, keep_outputs=True)
@@ -177,7 +179,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
                 _cell(r.get("message") or None)]) + "</tr>")  # the whole reason
     ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
     cases = []
-    for i in [i for i in ranked if records[i].get("status") in ("failed", "mistrusted", "passed")][:pictures]:
+    for i in [i for i in ranked if (of(records[i].get("status")) or Status.ERROR).checked][:pictures]:
         r = records[i]
         try:
             pngs, remark = error_pictures(r)
@@ -204,5 +206,6 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
 </body></html>"""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    with writing(out, "the report", option="html"):
+        out.write_text(page, encoding="utf-8")
     return out

@@ -31,7 +31,7 @@ from .. import __version__
 from ..numerics.bound import ElementwiseBound, LessonBound, resolve as resolve_bound
 from ..check.judging import make_bound
 from ..problem.convmath import LEAKY_SLOPE
-from ..base.errors import BadInput
+from ..base.errors import BadInput, writing
 from ..check.fill import fine_blocks, live_depth
 from ..problem.descriptor import ConvProblem
 
@@ -84,8 +84,7 @@ def _by_name(terms) -> dict:
     return terms._asdict() if hasattr(terms, "_asdict") else dict(terms)
 
 
-def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: float, fill_device: str,
-                    bound_name: str, terms, variance: bool, text: str, data_files: dict | None,
+def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: float, bound_name: str, terms, variance: bool, text: str, data_files: dict | None,
                     fast_file: str | None = None) -> dict:
     """The values of the part every script shares (the problem, the inputs, the bound)."""
     return {
@@ -97,7 +96,7 @@ def _problem_values(problem: ConvProblem, *, seed: int, fill: str, density: floa
         "CROPPED": list(problem.cropped_input), "DEPTH": problem.accumulation_depth,
         "LIVE_DEPTH": live_depth(problem), "FINE_BLOCKS": fine_blocks(problem),
         "CHANNELS_LAST": problem.layout == "nxc", "BIAS": "bias" in problem.fuse, "ACTIVATION": problem.activation,
-        "LEAKY_SLOPE": LEAKY_SLOPE, "SEED": seed, "FILL": fill, "DENSITY": float(density), "FILL_DEVICE": fill_device,
+        "LEAKY_SLOPE": LEAKY_SLOPE, "SEED": seed, "FILL": fill, "DENSITY": float(density),
         "DATA_FILES": dict(data_files or {}), "BOUND": bound_name, "BOUND_TERMS": {k: float(v) for k, v in _by_name(terms).items()},
         "BOUND_VARIANCE": bool(variance), "BOUND_TEXT": text, "FAST_BOUND_FILE": fast_file,
     }
@@ -144,14 +143,13 @@ def _fill_in(kind: str, values: dict) -> str:
 
 
 def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, density: float = 1.0,
-           fill_device: str = "cuda", bound: str | None = None, engine: str | None = None,
+           bound: str | None = None, engine: str | None = None,
            heuristics=("A", "FALLBACK"), judged_as: str = "", every_plan: bool = False, data_files: dict | None = None,
            source: str = "", file_name: str = "repro.py", fast=None, fast_file: str | None = None) -> str:
     """The script's text for ``problem``.
 
     ``fill``: ``random``, ``exact`` or ``given`` (default: what the bound needs); ``density``
-    and ``fill_device`` as the record says (the seed reproduces the inputs on the kind of device
-    that drew them); ``bound``: the one that judged (default ``auto``); ``engine``: a plan's
+    as the record says (the seed reproduces the inputs on any machine); ``bound``: the one that judged (default ``auto``); ``engine``: a plan's
     name, or None for the heuristics' first plan that builds; ``judged_as``: a record's "tf32
     ..." for an engine that down-converts fp32 inputs (judged by the TF32 bound); ``every_plan``:
     the record is one plan of a check of every engine (the plans are not filtered by their notes);
@@ -173,8 +171,7 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
         "TITLE": f"cuDNN {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
         "FILE": file_name, "VERSION": __version__, "SOURCE": source or f"the problem {problem.descriptor()}",
         "ENGINE": engine, "EVERY_PLAN": bool(every_plan), "HEURISTICS": [h.upper() for h in heuristics],
-        **_problem_values(problem, seed=seed, fill=fill, density=density, fill_device=fill_device,
-                          bound_name=bound_name, terms=terms, variance=variance, text=text, data_files=data_files,
+        **_problem_values(problem, seed=seed, fill=fill, density=density, bound_name=bound_name, terms=terms, variance=variance, text=text, data_files=data_files,
                           fast_file=fast_file),
     }
     return _fill_in("cudnn", values)
@@ -184,7 +181,8 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "", fast_fi
     """The script of a sweep's or check's record (the problem, seed, fill, density, the bound
     that judged it, the plan that ran and its heuristics). A plan judged by a fast algorithm's bound
     (its notes say Winograd or FFT) reads that bound's per-output parts from ``fast_file``."""
-    from ..campaign.records import problem_from_record, record_label
+    from ..problem.descriptor import problem_from_record
+    from ..campaign.records import record_label
 
     if rec.get("fill") == "given":
         raise BadInput("this record was checked on given data, which the record does not hold; "
@@ -202,7 +200,7 @@ def from_record(rec: dict, file_name: str = "repro.py", where: str = "", fast_fi
                            "reads that allowance from a file written beside it; give --out FILE", option="output")
         fast = _fast_bound(rec, problem)
     return script(problem, seed=int(rec.get("seed") or 0), fill=rec.get("fill") or None, fast=fast, fast_file=fast_file,
-                  density=float(rec.get("density") or 1.0), fill_device=rec.get("fill_device") or "cpu",
+                  density=float(rec.get("density") or 1.0),
                   bound=judged_bound, engine=info.get("engine") if rec.get("backend") == "cudnn" else None,
                   heuristics=info.get("heuristics") or rec.get("heuristics") or ("A", "FALLBACK"),
                   judged_as=rec.get("judged_as") or "", every_plan=bool(rec.get("engine")),
@@ -217,7 +215,8 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
     (:func:`write_fast_allowance`)."""
     from ..check.backends import is_user_function
     from ..check.backends.user_function import call_for
-    from ..campaign.records import problem_from_record, record_label
+    from ..problem.descriptor import problem_from_record
+    from ..campaign.records import record_label
     from ..base.targets import file_sha256, target_file
 
     name = rec.get("backend") or ""
@@ -263,7 +262,7 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
         "DEVICE": str(device),
         "CALL_PADDING": list(call.padding), "CALL_OUTPUT": list(call.full), "KEPT_FROM": list(call.skip),
         **_problem_values(problem, seed=int(rec.get("seed") or 0), fill=fill, density=float(rec.get("density") or 1.0),
-                          fill_device=rec.get("fill_device") or "cpu", bound_name=bound_name, terms=terms,
+                          bound_name=bound_name, terms=terms,
                           variance=variance, text=text, data_files=None, fast_file=fast_file),
     }
     return _fill_in("function", values)
@@ -281,7 +280,7 @@ def refuse_planted(rec: dict) -> None:
 
 def judged_by_fast_bound(rec: dict) -> bool:
     """Whether a fast algorithm's bound judged ``rec``: one your function declared, or a cuDNN plan's
-    (its numerical notes name Winograd or FFT: convcheck.check.bound_for_plan)."""
+    (its numerical notes name Winograd or FFT: convcheck.check.pipeline.bound_for_plan)."""
     return bool(rec.get("algorithm")) or ((rec.get("comparison") or {}).get("bound") in ("winograd", "fft"))
 
 
@@ -327,17 +326,12 @@ def write_fast_allowance(rec: dict, path: Path) -> None:
 
     from ..base.dtypes import torch_dtype
     from ..check.fill import make_inputs
-    from ..campaign.records import problem_from_record, record_label
+    from ..problem.descriptor import problem_from_record
 
     problem = problem_from_record(rec)
-    device = "cpu" if (rec.get("fill_device") or "cpu") == "cpu" else "cuda"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise BadInput(f"record {record_label(rec)} drew its inputs on a GPU (its seed reproduces them there only), and "
-                       "its fast-algorithm allowance is computed from them: write its script on a machine with a GPU",
-                       option="output")
-    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind=rec.get("fill") or "random", device=device)
+    inputs = make_inputs(problem, int(rec.get("seed") or 0), kind=rec.get("fill") or "random")
     bnd = _fast_bound(rec, problem)
-    mags = bnd.magnitudes(inputs, device)
+    mags = bnd.magnitudes(inputs, "cpu")
     stored = [None if a is None else torch.as_tensor(a).to(torch.float32).to(torch_dtype(problem.dtype))
               for a in (inputs.x, inputs.w, inputs.dy)]
     np.savez_compressed(path, a=mags.a.cpu().numpy(), s2=mags.s2.cpu().numpy(), inputs_sha256=inputs_sha256(*stored),
@@ -373,8 +367,9 @@ def _fast_file_beside(rec: dict, path: Path) -> str | None:
 
 
 def _write(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o755)
+    with writing(path, "the script", option="output"):
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o755)
     return path
 
 

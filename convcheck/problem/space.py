@@ -15,7 +15,7 @@ Three kinds (any object with ``sample(rng, dtype, direction, layout) -> ConvProb
   the layer's, its kernel one less to one more, its stride, padding and dilation from the
   least to one more (a depthwise layer stays depthwise, its groups scaled with its channels);
 - :class:`SamplerSpace`, your own sampler: a function of a ``numpy.random.Generator`` that
-  returns a problem (a :class:`~convcheck.problem.ConvProblem` or a descriptor), named
+  returns a problem (a :class:`~convcheck.problem.descriptor.ConvProblem` or a descriptor), named
   ``FILE.py:NAME`` (``hunt --sampler``); its size is unknown.
 
 Each draw ``i`` of a hunt with seed ``s`` is made from its own generator

@@ -27,7 +27,7 @@ from .descriptor import ConvProblem
 def conv_problems(draw, dims=(1, 2, 3), max_batch: int = 2, max_channels_per_group: int = 4, max_groups: int = 3,
                   max_input: int = 10, max_kernel: int = 4, max_stride: int = 3, max_dilation: int = 2,
                   directions=("fprop",), dtypes=("fp32",), modes=("xcorr",)) -> ConvProblem:
-    """A valid :class:`~convcheck.problem.ConvProblem` (see the module's docstring)."""
+    """A valid :class:`~convcheck.problem.descriptor.ConvProblem` (see the module's docstring)."""
     nd = draw(st.sampled_from(tuple(dims)))
     g = draw(st.integers(1, max_groups))
     axes = []

@@ -28,7 +28,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
-from ...base.arrays import to_numpy, to_torch
+from ...base.arrays import ANSWER_KINDS, answer_tensor, to_numpy
 from ...base.errors import BadInput, Unsupported
 from ...base.layout import DATA_ORDERS, WEIGHT_ORDERS, framework_axes, logical_axes
 from ...problem.descriptor import ConvProblem
@@ -145,15 +145,12 @@ def _to_function(t, order: str, arrays: str):
 def _from_function(out, order: str, expected: tuple, name: str, problem: ConvProblem, device, arrays: str):
     """Your function's answer, in ``order`` with ``expected`` logical shape, as a torch tensor in convcheck's
     logical order on ``device``; anything else is refused (BadInput)."""
-    import numpy as np
-    import torch
 
-    if isinstance(out, np.ndarray):
-        out = to_torch(np.ascontiguousarray(out))
-    if not isinstance(out, torch.Tensor):
-        raise BadInput(f"your function {name} returned a {type(out).__name__}; expected "
-                       f"{'a NumPy array' if arrays == 'numpy' else 'a torch.Tensor'} (on {problem.descriptor()}, "
-                       f"{problem.direction})", option="backend")
+    answer = answer_tensor(out)
+    if answer is None:
+        raise BadInput(f"your function {name} returned a {type(out).__name__}; expected {ANSWER_KINDS} "
+                       f"(on {problem.descriptor()}, {problem.direction})", option="backend")
+    out = answer
     axes = framework_axes(len(expected), order)
     want = tuple(expected[a] for a in axes)
     if tuple(out.shape) != want:

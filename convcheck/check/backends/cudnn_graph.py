@@ -117,6 +117,34 @@ def unavailable_reason(device: str) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------------- what the GPU can run
+
+#: What a checked type needs of the GPU: bf16 and TF32 run on the tensor cores NVIDIA introduced with
+#: Ampere (compute capability 8.0). On an older GPU (a Tesla T4 is 7.5) cuDNN offers no engine for them
+#: and says only "no valid engine configs"; the check says which GPU lacks what, before any graph is built.
+NEEDS = {"bf16": ((8, 0), "bf16 arithmetic"), "tf32": ((8, 0), "TF32 tensor cores")}
+
+
+def capability_refusal(dtype: str, gpu: str, capability) -> str | None:
+    """Why a GPU named ``gpu`` of compute ``capability`` (major, minor) cannot run a ``dtype`` check, or None."""
+    need = NEEDS.get(dtype)
+    if need is None or tuple(capability) >= need[0]:
+        return None
+    (major, minor), what = need
+    return (f"{dtype} needs compute capability {major}.{minor} ({what}); this GPU is a {gpu} "
+            f"({capability[0]}.{capability[1]})")
+
+
+def require_capability(problem: ConvProblem) -> None:
+    """:class:`Unsupported`, in one line naming the GPU, where the current GPU cannot run ``problem``'s type."""
+    import torch
+
+    device = torch.cuda.current_device()
+    why = capability_refusal(problem.dtype, torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device))
+    if why:
+        raise Unsupported(name, why)
+
+
 # ---------------------------------------------------------------------------- graph
 
 
@@ -331,7 +359,9 @@ class Prepared:
     heuristics: tuple
     deselected: list = field(default_factory=list)
     selected: list = field(default_factory=list)
-    workspaces: dict = field(default_factory=dict)  # plan index -> GuardedBuffer, reused across executions
+    #: one workspace for every plan, as large as the largest asked so far (a check of every plan keeps one
+    #: buffer, not one per plan), reused across executions
+    workspace: Any = None
     built: set = field(default_factory=set)  # plan indices already built (a reused graph builds each once)
     first_built: Any = None  # (index, plans rejected before it) once the heuristics' choice is known
     build_s: float = 0.0  # seconds the graph, its plans and buffers took to build (once)
@@ -339,7 +369,9 @@ class Prepared:
 
     @property
     def nbytes(self) -> int:
-        return sum(int(b.nbytes) for b in self.inputs.values()) + int(self.output.nbytes)
+        """Bytes this graph holds on the GPU: its buffers and its workspace."""
+        ws = int(self.workspace.nbytes) if self.workspace is not None else 0
+        return sum(int(b.nbytes) for b in self.inputs.values()) + int(self.output.nbytes) + ws
 
     @property
     def pack(self) -> dict:
@@ -370,7 +402,8 @@ def heur_modes(cudnn, names) -> list:
 #: Graphs kept for reuse, most recent last: a problem checked again (repeats, every plan of
 #: ``engines``, the same layer at another seed, a sweep run again in the same process) reuses
 #: its graph, plans and buffers instead of paying cuDNN's graph build again. At most this many,
-#: holding at most PREPARED_BYTES of buffers (the least recently used go first).
+#: holding at most PREPARED_BYTES of buffers and workspaces, or an eighth of the GPU's memory where that is
+#: less (2 GiB of a 16 GB Tesla T4), the least recently used going first.
 PREPARED_KEPT = 64
 PREPARED_BYTES = 4 * 2 ** 30
 _PREPARED: "OrderedDict[tuple, Prepared]" = OrderedDict()
@@ -427,7 +460,8 @@ def prepared(problem: ConvProblem, heuristics=HEURISTICS, math_filter: bool = Tr
     prep = _build(problem, heuristics, math_filter, torch_stream)
     prep.build_s = time.perf_counter() - start
     _PREPARED[key] = prep
-    while len(_PREPARED) > PREPARED_KEPT or (len(_PREPARED) > 1 and sum(p.nbytes for p in _PREPARED.values()) > PREPARED_BYTES):
+    kept = min(PREPARED_BYTES, torch.cuda.get_device_properties(torch_stream.device).total_memory // 8)
+    while len(_PREPARED) > PREPARED_KEPT or (len(_PREPARED) > 1 and sum(p.nbytes for p in _PREPARED.values()) > kept):
         _PREPARED.popitem(last=False)  # its buffers go back to CuPy's pool
     return prep
 
@@ -563,9 +597,10 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
     fc.set_stream(prep.cudnn, prep.handle, int(prep.torch_stream.cuda_stream))  # handles are shared between graphs
     with prep.cupy_stream:
         run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))
-        ws = prep.workspaces.get(index)
+        ws = prep.workspace
         if ws is None or ws.nbytes < max(run.workspace_bytes, 1):
-            ws = prep.workspaces[index] = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
+            prep.workspace = None  # the smaller one goes back to the pool first
+            ws = prep.workspace = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
         pack = prep.pack
         first = None
         identical = True
@@ -708,6 +743,7 @@ def run(problem: ConvProblem, inputs, device: str = "cuda", engine=None, heurist
 
     The tensor is the graph's output buffer itself (DLPack, no copy): a later run of the
     same problem overwrites it, so it is read (or cloned) before the next check."""
+    require_capability(problem)
     prep = prepare(problem, inputs, heuristics)
     chosen = pick_plan(prep, engine)
     if repeat > 1:

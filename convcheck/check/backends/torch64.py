@@ -19,7 +19,7 @@ from __future__ import annotations
 
 
 from ...base import dtypes
-from ...base.math_mode import cudnn_disabled  # noqa: F401 (read from here too)
+from ...base.math_mode import cudnn_disabled
 from ...problem.descriptor import ConvProblem
 from . import torch_conv
 
@@ -43,7 +43,7 @@ def as_float64(a, device: str, storage=None):
     first rounded to the check's ``storage`` type when one is given (what the run under test read)."""
     import torch
 
-    from ..compare import to_torch
+    from ...base.arrays import to_torch
 
     if a is None:
         return None

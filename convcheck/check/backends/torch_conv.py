@@ -12,7 +12,7 @@ import numpy as np
 
 from ...base import dtypes, layout
 from ...base.math_mode import torch_conv_math, torch_tf32_state
-from ...problem.convmath import _symmetric, _torch_dilation, activation, compute, conv_forward  # noqa: F401 (read from here too)
+from ...problem.convmath import _torch_dilation, compute
 from ...problem.descriptor import ConvProblem
 
 name = "torch"

@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...base import dtypes
+from ...base.arrays import ANSWER_KINDS, answer_tensor
 from ...base.errors import BadInput, Unsupported
+from ..memory import out_of_memory
+from ...problem.convmath import activation
 from ...problem.descriptor import ConvProblem
 from ...base.targets import file_sha256, is_target, load_object
 from . import conventions, torch_conv
@@ -52,7 +55,7 @@ class UserFunction:
     sha256: str = "unknown"  # of the file that defines it
     source: str = ""
     devices: tuple = ("cpu", "cuda")
-    default_reference: str = "numpy"  # on a GPU, resolve() chooses torch64 (see convcheck.check.resolve)
+    default_reference: str = "numpy"  # on a GPU, resolve() chooses torch64 (see convcheck.check.plan.resolve)
     version_key: str = "user_function"
 
     @property
@@ -74,9 +77,16 @@ class UserFunction:
         called_as = conventions.parse(convention)
         try:
             out, call = compute(problem, self.fn, x, w, dy, bias, called_as, self.name)
-        except (BadInput, Unsupported):
+        except BadInput:
             raise
+        except Unsupported as e:  # your function declined the problem, in convcheck's words
+            raise Unsupported(self.name, f"your function declined it: {e.reason}") from None
+        except NotImplementedError as e:  # ... or in Python's
+            said = str(e).strip().splitlines()[0] if str(e).strip() else "NotImplementedError"
+            raise Unsupported(self.name, f"your function declined it: {said}") from None
         except Exception as e:
+            if out_of_memory(e):
+                raise  # the check did not fit: the pipeline records it as refused, with its figures
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise BadInput(f"your function {self.name} raised {type(e).__name__}: {first} "
                            f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
@@ -87,12 +97,13 @@ class UserFunction:
 
 
 def _as_result(name: str, problem: ConvProblem, out, storage, call: "Call"):
-    import torch
 
     what = f"your function {name} returned"
-    if not isinstance(out, torch.Tensor):
-        raise BadInput(f"{what} a {type(out).__name__}; expected a torch.Tensor "
+    answer = answer_tensor(out)
+    if answer is None:
+        raise BadInput(f"{what} a {type(out).__name__}; expected {ANSWER_KINDS} "
                        f"(on {problem.descriptor()}, {problem.direction})", option="backend")
+    out = answer
     if tuple(out.shape) != tuple(problem.result_shape):
         called = "" if call.exact or problem.direction != "fprop" else (
             f" (called with padding {list(call.padding)}, it should give {call.full} of which convcheck keeps "
@@ -194,7 +205,7 @@ def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None,
         y = fprop(x, w_eff)
         if not call.exact and isinstance(y, torch.Tensor) and tuple(y.shape[2:]) == call.full:
             y = y[(slice(None), slice(None)) + call.kept]
-        return (torch_conv.activation(problem.activation, y) if isinstance(y, torch.Tensor) else y), call
+        return (activation(problem.activation, y) if isinstance(y, torch.Tensor) else y), call
     if problem.direction == "wgrad":
         dw = wgrad(x, tuple(problem.w_shape), _embedded(dy, call, problem))
         return (dw.flip(dims=spatial) if (problem.mode == "conv" and isinstance(dw, torch.Tensor)) else dw), call

@@ -18,7 +18,8 @@ functions too, and holds the code to it).
 - ``api/``: the Python asserts and function checks.
 - ``cli/``: the command line and its options.
 
-The package's own top-level modules (``__init__``, ``__main__``, this one, ``_moved``) sit above all.
+The package's own top-level modules (``__init__``, ``__main__``) sit above all. This file is the
+project's, not the package's: ``python scripts/layers.py --write docs/architecture.md`` writes the layout.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def layout() -> str:
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent / "convcheck"
 
     def first_line(path: Path) -> str:
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
@@ -90,7 +91,7 @@ def with_layout(page: str) -> str:
     return page[:start] + layout() + page[end:]
 
 
-if __name__ == "__main__":  # python -m convcheck.layers --write docs/architecture.md
+if __name__ == "__main__":  # python scripts/layers.py --write docs/architecture.md
     import sys
     from pathlib import Path
 

@@ -1,0 +1,112 @@
+"""One writer per record file: a sweep, hunt or shrink holds its file from before it reads a record to
+after it writes its last; a second writer (or a --resume while one runs) is refused in one line naming
+the process that holds it, and a file that holds a key twice is counted once per key, and says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from convcheck.base.errors import BadInput
+from convcheck.campaign.records import one_writer
+
+from .conftest import REPO, run_cli
+
+SLOW = '''import time
+import torch.nn.functional as F
+
+
+def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    time.sleep(0.5)
+    return F.conv2d(input, weight, bias, stride, padding, dilation, groups)
+'''
+
+
+def test_a_second_writer_is_refused_in_one_line_naming_the_holder(tmp_path):
+    out = tmp_path / "r.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from convcheck.campaign.records import one_writer\n"
+                               f"with one_writer({str(out)!r}):\n"
+                               "    print('held', flush=True)\n"
+                               "    time.sleep(60)\n"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for command in (("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(out)),
+                        ("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(out), "--resume"),
+                        ("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--dtype", "fp32,fp16", "--out", str(out)),
+                        ("hunt", "--backend", "torch", "--space", "mb1 ic2 ih5 oc2 kh3 ph1", "--budget", "2",
+                         "--out", str(out))):
+            done = run_cli(*command)
+            errors = [line for line in done.stderr.splitlines() if line.startswith("convcheck: error")]
+            assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, (command, done.stderr)
+            assert f"is being written by process {holder.pid}" in errors[0], done.stderr
+        assert out.read_text() == ""  # nothing read into, nothing written
+    finally:
+        holder.kill()
+        holder.wait()
+    done = run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr  # the lock went with its process
+
+
+def test_two_sweeps_started_together_end_with_each_key_once(tmp_path):
+    source = tmp_path / "slow.py"
+    source.write_text(SLOW)
+    out = tmp_path / "r.jsonl"
+    args = [sys.executable, "-m", "convcheck", "sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb1ic4ih5oc2oh5kh3ph1",
+            "mb1ic2ih7oc2oh7kh3ph1", "--backend", f"{source}:conv", "--out", str(out), "--quiet", "--resume"]
+    first = subprocess.Popen(args, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    second = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
+    first_err = first.communicate(timeout=300)[1]
+    codes = sorted([first.returncode, second.returncode])
+    assert codes == [0, 2], (first_err, second.stderr)
+    keys = [json.loads(line)["key"] for line in out.read_text().splitlines()]
+    assert len(keys) == 3 and len(set(keys)) == 3
+
+
+def test_the_same_process_may_hold_its_file_twice_and_another_file_is_free(tmp_path):
+    with one_writer(tmp_path / "a.jsonl"):
+        with one_writer(tmp_path / "a.jsonl"):  # a side-by-side sweep's passes
+            pass
+        with one_writer(tmp_path / "b.jsonl"):
+            pass
+    with one_writer(tmp_path / "a.jsonl"):  # released
+        pass
+    with pytest.raises(BadInput, match="is a folder"):
+        with one_writer(tmp_path):  # a folder is no record file
+            pass
+
+
+def test_a_file_holding_a_key_twice_is_counted_once_per_key_and_says_so(tmp_path):
+    out = tmp_path / "r.jsonl"
+    assert run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb1ic4ih5oc2oh5kh3ph1", "--out", str(out), "--quiet").returncode == 0
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines + lines[:1]) + "\n")  # what two writers would have left
+    done = run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb1ic4ih5oc2oh5kh3ph1", "--out", str(out), "--resume")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert "1 record(s) of the file repeat an earlier record's key" in said
+    assert "passed 2" in said.split("whole file:")[1].split("\n")[0], said
+
+
+def test_jobs_are_capped_at_the_problems_and_refused_where_their_memory_cannot_fit(tmp_path, monkeypatch):
+    from convcheck.campaign import sweep
+    from convcheck.check import memory
+
+    assert sweep.make_executor(100000, problems=1).supervisor.count == 1
+    said = []
+    assert sweep.worker_count(8, 3, said.append) == 3
+    assert bool(said) == (3 > (os.cpu_count() or 1))  # more workers than cores is said
+    monkeypatch.setattr(memory, "available_host", lambda: 4 * sweep.WORKER_BYTES)
+    with pytest.raises(BadInput, match="workers need about .* give fewer"):
+        sweep.worker_count(100, 1000)
+    out = tmp_path / "r.jsonl"
+    start = time.perf_counter()
+    done = run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--jobs", "100000", "--out", str(out), "--quiet")
+    assert done.returncode == 0 and time.perf_counter() - start < 120, done.stderr
+    assert len({json.loads(line)["worker"]["pid"] for line in out.read_text().splitlines()}) == 1

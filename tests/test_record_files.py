@@ -1,0 +1,139 @@
+"""A record file is data from anywhere: every command that reads one takes any file it is given and ends in
+0, 1, 2 or 3, never in an internal error (4) or a traceback. A record with a field of a wrong type, a
+number Python will not read, nesting, a lone surrogate, a status of nobody's, is the file's mistake: one
+line naming the file, the record's line and the field. Records are strict JSON, non-finite numbers
+included, and read back as they were written."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from convcheck import parse_descriptor, run_check
+from convcheck.campaign.records import read_records
+from convcheck.campaign.schema import FIELDS, INNER, record_json, validated
+from convcheck.base.errors import BadInput
+from convcheck.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def base_record():
+    return json.loads(record_json(run_check(parse_descriptor("mb1ic2ih5oc2oh5kh3ph1"), backend="torch", diagnose=0).record()))
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats(allow_nan=True) | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+FIELD = st.sampled_from(sorted(FIELDS) + [f"{outer}.{inner}" for outer, kinds in INNER.items() for inner in kinds])
+
+
+def _line(rec: dict) -> str:
+    """A record's line as any writer might have left it (NaN bare, as Python's json writes it)."""
+    return json.dumps(rec, default=str)
+
+
+def _run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=FIELD, value=JSON, command=st.sampled_from(["repro", "diff", "report", "resume", "rerun"]))
+def test_every_reading_command_takes_any_record_file(base_record, tmp_path_factory, capsys, field, value, command):
+    rec = json.loads(json.dumps(base_record))
+    outer, _, inner = field.partition(".")
+    if inner:
+        rec[outer] = rec.get(outer) if isinstance(rec.get(outer), dict) else {}
+        rec[outer][inner] = value
+    else:
+        rec[outer] = value
+    tmp = tmp_path_factory.mktemp("records")
+    path = tmp / "r.jsonl"
+    path.write_text(_line(rec) + "\n", encoding="utf-8", errors="surrogatepass")
+    argv = {"repro": ("repro", str(path), "--index", "1", "-o", str(tmp / "s.py")),
+            "diff": ("diff", str(path), str(path)),
+            "report": ("report", str(path), "--html", str(tmp / "r.html"), "--pictures", "0"),
+            "rerun": ("rerun", str(path), "--index", "1"),
+            "resume": ("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(path), "--resume", "--quiet", "--diagnose", "0")}[command]
+    code, said = _run(capsys, *argv)
+    assert code in (0, 1, 2, 3), said
+    assert "Traceback" not in said and "internal error" not in said, said
+    if code == 2:
+        assert said.strip().splitlines()[-1].startswith("convcheck: error: "), said
+
+
+@pytest.mark.parametrize("line, says", [
+    ('{"status": "passed", "seed": ' + "9" * 5000 + '}', "not a convcheck record"),
+    ("[" * 5000 + "]" * 5000, "nested deeper"),
+    ('{"status": "passed", "message": "\\ud800"}', "not Unicode"),
+    ('{"status": "passed", "seed": "zero"}', "field 'seed' is str 'zero'; expected an integer"),
+    ('{"status": "exploded"}', "status 'exploded' is none of convcheck's"),
+    ('{"problem": "mb1ic2ih5oc2oh5kh3ph1"}', "it has no status"),
+    ('{"status": "passed", "backend_info": {"heuristics": 7}}', "backend_info: field 'heuristics'"),
+])
+def test_a_malformed_record_is_one_line_naming_the_file_line_and_field(tmp_path, line, says):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"status": "passed"}\n' + line + "\n")
+    with pytest.raises(BadInput) as raised:
+        read_records(path)
+    assert str(raised.value).startswith(f"{path}:2: ") and says in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_records_are_strict_json_and_read_back_as_written(tmp_path):
+    rec = {"status": "failed", "problem": "mb1", "bound_ratio": math.nan, "max_abs_diff": math.inf,
+           "comparison": {"bound": "exact"}, "time_stages_s": {"fill": 0.1}}
+    line = record_json(rec)
+    json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} is not strict JSON"))
+    path = tmp_path / "r.jsonl"
+    path.write_text(line + "\n" + '{"status": "passed", "bound_ratio": NaN}\n')  # an older writer's bare NaN too
+    first, second = read_records(path)
+    assert math.isnan(first["bound_ratio"]) and first["max_abs_diff"] == math.inf
+    assert math.isnan(second["bound_ratio"])
+    assert validated(dict(first), "x") == first
+
+
+def _full_disk(path):
+    """``path`` as a link to /dev/full: every write there fails with ENOSPC, as on a full disk."""
+    import os
+
+    path.symlink_to("/dev/full")
+    return path
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("command", ["sweep", "evidence", "repro", "report", "junit"])
+def test_a_write_that_fails_is_one_line_naming_the_file(tmp_path, capsys, command):
+    """A full disk (/dev/full), exit 2 naming the file and why; a sweep's finished records are kept and said."""
+    records = tmp_path / "ok.jsonl"
+    assert main(["sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(records), "--quiet", "--diagnose", "0"]) == 0
+    bad = _full_disk(tmp_path / "full.out")
+    argv = {"sweep": ["sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(bad), "--quiet"],
+            "evidence": ["check", "mb1ic2ih5oc2oh5kh3ph1", "--evidence", str(bad)],
+            "repro": ["graph", "mb1ic2ih5oc2oh5kh3ph1", "--python"],
+            "report": ["report", str(records), "--html", str(bad), "--pictures", "0"],
+            "junit": ["sweep", "mb1ic2ih5oc2oh5kh3ph1", "--out", str(tmp_path / "j.jsonl"), "--junit", str(bad), "--quiet"]}[command]
+    capsys.readouterr()
+    if command == "repro":  # a script to stdout, and stdout on a full disk: what the shell's > did
+        import subprocess
+        import sys
+
+        from .conftest import REPO
+
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "convcheck", *argv], stdout=full, stderr=subprocess.PIPE,
+                                  text=True, cwd=REPO, timeout=300)
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+            "convcheck: error: writing the output failed: No space left on device"], done.stderr
+        return
+    code = main(argv)
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("convcheck: error")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert str(bad) in errors[0] and "No space left on device" in errors[0], err
+    if command == "sweep":
+        assert "record(s) before it are in the file" in errors[0]
