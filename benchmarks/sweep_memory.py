@@ -79,8 +79,10 @@ def main() -> int:
     if at_from is None:
         print(f"\nfewer than {FROM} records: no growth measured")
         return 1
-    growth = end[1] - at_from
-    print(f"\nRSS at record {FROM}: {at_from:.1f} MB; at the end ({end[0]} records): {end[1]:.1f} MB; "
+    later = [(n, rss) for n, rss in samples if n >= FROM]
+    peak_n, peak = max(later, key=lambda s: s[1])
+    growth = peak - at_from
+    print(f"\nRSS at record {FROM}: {at_from:.1f} MB; the most after it: {peak:.1f} MB (at record {peak_n}); "
           f"growth {growth:.1f} MB ({1024 * growth / max(end[0] - FROM, 1):.2f} KB a record); "
           f"goal: under {GOAL_MB:.0f} MB from record {FROM} to {args.records}: {'met' if growth < GOAL_MB else 'NOT met'}")
     return 0

@@ -2,11 +2,12 @@
 
 Runs ``convcheck sweep --batch shapes_resnet_50 --mb 8`` in this process (the CLI's own
 ``main``; process start-up excluded) on the CPU path, or at ``--mb 32`` on a GPU, then
-times the *peers* on the same problems in the same run: torch's convolution in the
-checked type and torch's float64 convolution (on the CPU) -- the two convolutions any
-check must run, each warm (the best of two calls after a first: the limit a checker can
+times the *peers* on the same problems in the same run, in a fresh process that never imported
+convcheck (benchmarks/_peers.py; an import could change how fast torch runs in the timing process):
+torch's convolution in the checked type and torch's float64 convolution -- the two convolutions any
+check must run, each warm (the best of three calls after a first: the limit a checker can
 approach) and cold (its first call on the problem, set-up included: what a loop over the list that
-runs each shape once pays). Prints per problem and in total: sweep time, peer times, the ratios, and
+runs each shape once pays), with the machine's load beside them. Prints per problem and in total: sweep time, peer times, the ratios, and
 where the sweep's time went (per-stage times from the records: fill, under test,
 reference, magnitudes for the bound, compare, and the rest: records, file, progress).
 
@@ -38,6 +39,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,16 +50,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 import torch  # noqa: E402
 
 from _timing import cold_and_warm  # noqa: E402
 
-from convcheck.check.backends import torch64, torch_conv  # noqa: E402
 from convcheck.cli.main import main as convcheck_main  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
-from convcheck.base.math_mode import torch_conv_math  # noqa: E402
-from convcheck.base import dtypes  # noqa: E402
 from convcheck.problem.descriptor import problem_from_record  # noqa: E402
 
 STAGES = ("fill", "under_test", "reference", "magnitudes", "compare")
@@ -135,35 +133,24 @@ def own_reference(problem, fill: str, device: str) -> float:
     return cold_and_warm(lambda: numpy_ref.run(problem, inputs))[1]
 
 
-def peers(problem, device: str) -> tuple[float, float, float]:
-    """The two convolutions any check must run, on the problem's inputs: torch in the checked type
-    (the peer of the run under test) + torch's float64 convolution with cuDNN disabled (the
-    reference's peer: on a GPU it is the reference itself, torch64; on the CPU the NumPy
-    reference computes the same float64 sums).
-
-    Returns (cold, warm, warm in the checked type) seconds: the first call of each on this problem
-    (its set-up included: what a loop that runs each shape once pays), the best of two calls after
-    it (the limit a checker can approach; on a tiny layer the first call's set-up is most of its
-    cost), and the warm time of the first peer alone (torch in the checked type)."""
-    inputs = make_inputs(problem, 0)
-    storage = dtypes.torch_dtype(problem.dtype)
-    cold = warm = checked = 0.0
-    for dtype in (storage, torch.float64):
-        x, w, dy = (None if a is None else torch.from_numpy(a).to(device=device, dtype=dtype) for a in (inputs.x, inputs.w, inputs.dy))
-
-        def run():
-            if dtype == torch.float64:
-                torch64.compute(problem, x, w, dy)
-            else:
-                with torch_conv_math(tf32=problem.dtype == "tf32"):
-                    torch_conv.compute(problem, x, w, dy)
-            if device == "cuda":
-                torch.cuda.synchronize()
-        first, best = cold_and_warm(run)
-        cold += first
-        warm += best
-        checked = checked or best
-    return cold, warm, checked
+def peers(problems, device: str) -> tuple[list, dict]:
+    """The two convolutions any check must run, per problem: torch in the checked type (the peer of the run
+    under test) and torch's float64 convolution (the reference's peer; on a GPU the reference itself,
+    torch64), timed in a fresh process that never imported convcheck (benchmarks/_peers.py): cold (the first
+    call, set-up included) and warm (the best of three after it). Returns ([(cold, warm, warm in the checked
+    type)] per problem, {threads, load} of that process)."""
+    spec = [{"x_shape": list(p.x_shape), "w_shape": list(p.w_shape), "y_shape": list(p.y_shape),
+             "kernel": list(p.kernel), "stride": list(p.stride), "dilation": list(p.dilation),
+             "pad_pre": list(p.pad_pre), "pad_post": list(p.pad_post), "groups": p.groups, "direction": p.direction,
+             "dtype": p.dtype, "device": device} for p in problems]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "_peers.py"), f.name],
+                          capture_output=True, text=True, check=True)
+    Path(f.name).unlink()
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not answer["convcheck_imported"], "the peers' process imported convcheck"
+    return [tuple(t) for t in answer["peers"]], {"threads": answer["threads"], "load": answer["load"]}
 
 
 #: The goal per list (sweep over its warm peers on 2 CPU cores, start-up excluded): the small
@@ -220,9 +207,10 @@ def one_configuration(args) -> dict:
     total_check = total_peers = total_cold = total_own = total_checked = 0.0
     stage_total = dict.fromkeys(STAGES, 0.0)
     overheads = []
-    for rec in recs:
-        p = problem_from_record(rec)
-        t_cold, t_peer, t_checked = peers(p, args.device)
+    problems = [problem_from_record(rec) for rec in recs]
+    load_before = os.getloadavg()
+    timed, peer_process = peers(problems, args.device)
+    for rec, p, (t_cold, t_peer, t_checked) in zip(recs, problems, timed):
         total_checked += t_checked
         total_own += own_reference(p, rec.get("fill"), args.device)
         t_check = rec.get("time_s") or 0.0
@@ -243,6 +231,9 @@ def one_configuration(args) -> dict:
             row += f" {cudnn_ms if cudnn_ms is None else f'{cudnn_ms:.3f}'} | {ref_ms:.3f} | {overhead:.2f} | {info.get('graph_reused')} |"
         print(row)
     rest = wall - sum(stage_total.values())
+    print(f"\npeers timed in a fresh process that never imported convcheck (benchmarks/_peers.py, "
+          f"{peer_process['threads']} torch threads); machine load (1, 5, 15 min) before the peers "
+          f"{', '.join(f'{v:.2f}' for v in load_before)}, during them {', '.join(f'{v:.2f}' for v in peer_process['load'])}")
     print(f"\n{len(recs)} problems: sweep wall {wall:.2f} s (checks {total_check:.2f} s), "
           f"peer convolutions warm {total_peers:.2f} s (best of two after a first call): ratio {wall / total_peers:.2f} "
           f"(wall) / {total_check / total_peers:.2f} (checks only); cold {total_cold:.2f} s (each one's first call): "

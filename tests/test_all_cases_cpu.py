@@ -19,7 +19,8 @@ from convcheck.check.memory import TooLarge, estimate
 MEMORY = 6 * 2 ** 30
 
 FILES = ["shapes_1d", "shapes_1x1", "shapes_3d", "shapes_alexnet", "shapes_basic", "shapes_dilated_2d_strided_padding",
-         "shapes_dw_2d_strided_padding", "shapes_large_padding", "shapes_regression_padding", "shapes_resnet_50"]
+         "shapes_dw_2d_strided_padding", "shapes_dw_and_1x1", "shapes_large_padding", "shapes_regression_padding",
+         "shapes_resnet_50"]
 
 
 @pytest.mark.parametrize("name", FILES)

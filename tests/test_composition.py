@@ -102,12 +102,12 @@ def test_an_option_composes_with_every_command(option, value, who, tmp_path, cap
     assert code == 1 and record_key(json.loads(out.strip().splitlines()[-1])) == record_key(rec), err
 
     # rerun: the same verdict and bits
-    code, out, err = cli(capfd, "rerun", sweep, "--index", "1")
+    code, out, err = cli(capfd, "rerun", sweep, "--index", "1", "--trust-backend")
     assert code == 1 and "reproduced exactly" in err, err
 
     # shrink: a smaller problem that fails the same way, every candidate checked as the record was
     cand = tmp_path / "k.jsonl"
-    code, out, err = cli(capfd, "shrink", sweep, "--index", "1", "--out", cand, "--budget", "8")
+    code, out, err = cli(capfd, "shrink", sweep, "--index", "1", "--out", cand, "--budget", "8", "--trust-backend")
     assert code == 1, out + err
     smallest = re.search(r"(?:minimal|smallest failing so far): ([^\s;]+)", out).group(1)
     assert size(parse_descriptor(smallest)) < size(parse_descriptor(rec["problem"])), out
@@ -164,7 +164,7 @@ def test_given_data_options_are_judged_and_refused_in_one_line_where_the_data_is
         [out[level]] = [json.loads(line) for line in path.read_text().splitlines()]
         assert out[level]["status"] == "failed" and out[level]["level"] == level
     assert record_key(out["probable"]) != record_key(out["rigorous"])  # --resume and diff tell them apart
-    for command in (("rerun",), ("shrink", "--out", tmp_path / "k.jsonl"), ("repro",)):
+    for command in (("rerun", "--trust-backend"), ("shrink", "--out", tmp_path / "k.jsonl", "--trust-backend"), ("repro",)):
         code, _, err = cli(capfd, command[0], tmp_path / "rigorous.jsonl", "--index", "1", *command[1:])
         assert _one_line_refusal(code, err) and "given data" in err, (command, err)
 
@@ -218,10 +218,10 @@ def test_one_sigterm_ends_a_shrink_with_its_candidates_kept_and_resume_finishes(
     rec = json.loads(sweep.read_text())
     sweep.write_text(json.dumps(rec | {"backend": f"{WRONG}:slow"}) + "\n")  # the same failure, a second a check
     out = tmp_path / "k.jsonl"
-    proc, seconds, said = _one_sigterm(tmp_path, ["shrink", sweep, "--index", "1", "--out", out], out, 3)
+    proc, seconds, said = _one_sigterm(tmp_path, ["shrink", sweep, "--index", "1", "--out", out, "--trust-backend"], out, 3)
     assert proc.returncode == 143 and seconds < 10, said
     kept = [json.loads(line) for line in out.read_text().splitlines()]
-    code, stdout, err = cli(capfd, "shrink", sweep, "--index", "1", "--out", out, "--resume")
+    code, stdout, err = cli(capfd, "shrink", sweep, "--index", "1", "--out", out, "--resume", "--trust-backend")
     assert code == 1 and "shrink: minimal: mb1ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0" in stdout, stdout + err
     after = [json.loads(line) for line in out.read_text().splitlines()]
     assert after[:len(kept)] == kept and len({r["key"] for r in after}) == len(after)  # nothing checked twice
@@ -231,19 +231,20 @@ def test_a_file_written_before_contracts_and_levels_were_keyed_still_resumes_dif
     """Records keep their stored ``key`` as written; convcheck recomputes keys, so a file whose keys
     leave out the contract still pairs with a new one, is skipped by --resume, and reruns."""
     from convcheck.campaign.diff import diff_records
+    from convcheck.campaign.records import read_records
 
     new = tmp_path / "new.jsonl"
     args = ("sweep", BASE, "--backend", f"{WRONG}:scaled", "--device", "cpu", "--quiet")
     assert cli(capfd, *args, "--out", new)[0] == 1
-    [rec] = [json.loads(line) for line in new.read_text().splitlines()]
+    [rec] = read_records(new)
     assert rec["contract"] == "staged" and "|contract=staged" in rec["key"]
     old = tmp_path / "old.jsonl"
     old.write_text(json.dumps(rec | {"key": rec["key"].replace("|contract=staged", "")}) + "\n")
-    d = diff_records([json.loads(old.read_text())], [rec])
+    d = diff_records(read_records(old), [rec])
     assert d.common == 1 and not d.only_a and not d.only_b
     code, out, _ = cli(capfd, *args, "--out", old, "--resume")
     assert code == 1 and "skipped 1" in out and len(old.read_text().splitlines()) == 1
-    assert "reproduced exactly" in cli(capfd, "rerun", old, "--index", "1")[2]
+    assert "reproduced exactly" in cli(capfd, "rerun", old, "--index", "1", "--trust-backend")[2]
     fp32 = cli(capfd, *args, "--contract", "fp32", "--out", old, "--resume")  # another check: not skipped
     assert fp32[0] == 1 and "skipped 0" in fp32[1] and len(old.read_text().splitlines()) == 2
 

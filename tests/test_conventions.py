@@ -107,7 +107,7 @@ def test_the_convention_is_in_the_record_key_and_rerun_calls_the_function_so_aga
     [rec] = [json.loads(line) for line in out.read_text().splitlines()]
     assert rec["convention"] == "nhwc,ohwi,numpy,explicit" and "|convention=nhwc,ohwi,numpy,explicit" in record_key(rec)
     assert record_key(rec) != record_key({k: v for k, v in rec.items() if k != "convention"})
-    again = run_cli("rerun", str(out), "--index", "1")
+    again = run_cli("rerun", str(out), "--index", "1", "--trust-backend")
     assert again.returncode == 0 and "reproduced exactly" in again.stderr, again.stderr
     script = run_cli("repro", str(out), "--index", "1", "-o", str(tmp_path / "r.py"))
     assert script.returncode == 2 and script.stderr.count("\n") == 1 and "torch's way only" in script.stderr

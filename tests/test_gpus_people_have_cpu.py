@@ -122,23 +122,24 @@ def test_examples_04_and_05_say_an_unsupported_check_and_exit_3(monkeypatch, cap
     assert f"checked cudnn vs torch64: unsupported: {why}" in capsys.readouterr().out
 
 
-def test_gpu_check_s_tf32_row_on_a_t4_is_an_expected_unsupported(a_t4):
+def _gpu_check():
+    """scripts/gpu_check.py as a module (its main() does not run)."""
     sys.path.insert(0, str(REPO / "scripts"))
     try:
-        gpu_check = _module(REPO / "scripts" / "gpu_check.py")
+        return _module(REPO / "scripts" / "gpu_check.py")
     finally:
         sys.path.remove(str(REPO / "scripts"))
+
+
+def test_gpu_check_s_tf32_row_on_a_t4_is_an_expected_unsupported(a_t4):
+    gpu_check = _gpu_check()
     r = gpu_check.real_tf32_row()
     assert r[1] == "unsupported" and r[-1] == "ok"
     assert gpu_check.expected_for("bf16") == "unsupported" and gpu_check.expected_for("fp16") == "passed"
 
 
 def test_a_row_that_raises_is_a_row_and_the_run_goes_on(tmp_path):
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        gpu_check = _module(REPO / "scripts" / "gpu_check.py")
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    gpu_check = _gpu_check()
     rows = gpu_check.Rows(tmp_path)
     rows.each("first", lambda: 1 / 0)
     rows.each("second", lambda: gpu_check.row("second", "passed", None, None, None, 0.1))

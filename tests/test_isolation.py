@@ -127,7 +127,7 @@ def test_the_other_tools_know_crashed_and_timeout(mixed, tmp_path):
 def test_rerun_of_a_crashed_record_crashes_again_and_says_so(mixed):
     out, _, _ = mixed["1"]
     n = next(i for i, r in enumerate(lines(out), 1) if r["status"] == "crashed" and r["crash"].get("signal") == "SIGSEGV")
-    again = run_cli("rerun", str(out), "--index", str(n))
+    again = run_cli("rerun", str(out), "--index", str(n), "--trust-backend")
     assert again.returncode == 1
     assert "convcheck: crashed: the worker process was killed by SIGSEGV" in again.stderr
     assert f"rerun of record {n}: recorded crashed" in again.stderr and "now crashed" in again.stderr

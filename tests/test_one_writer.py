@@ -110,3 +110,46 @@ def test_jobs_are_capped_at_the_problems_and_refused_where_their_memory_cannot_f
     done = run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--jobs", "100000", "--out", str(out), "--quiet")
     assert done.returncode == 0 and time.perf_counter() - start < 120, done.stderr
     assert len({json.loads(line)["worker"]["pid"] for line in out.read_text().splitlines()}) == 1
+
+
+CRASHES_ON_RERUN = '''import os
+import signal
+
+import torch.nn.functional as F
+
+MARKER = {marker!r}
+
+
+def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    if os.path.exists(MARKER):  # the second time: what a flaky kernel does
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return 1.5 * F.conv2d(input, weight, bias, stride, padding, dilation, groups)  # a wrong answer, recorded
+'''
+
+
+def test_report_re_runs_in_a_worker_and_runs_a_record_s_code_only_when_trusted(tmp_path):
+    """A received record file names code: report does not import it unasked; trusted, a re-run that
+    segfaults costs its picture only, and the page is written saying so. rerun and shrink refuse it
+    in one line, and name the file (and whether it changed) when trusted."""
+    marker = tmp_path / "crash-now"
+    source = tmp_path / "flaky.py"
+    source.write_text(CRASHES_ON_RERUN.format(marker=str(marker)))
+    out = tmp_path / "r.jsonl"
+    done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "--backend", f"{source}:conv", "--out", str(out), "--quiet",
+                   "--diagnose", "0")
+    assert done.returncode == 1 and json.loads(out.read_text())["status"] == "failed", done.stderr
+    page = tmp_path / "r.html"
+    done = run_cli("report", str(out), "--html", str(page))
+    assert done.returncode == 0 and "not re-run: it would import and run" in page.read_text(), done.stderr
+    marker.write_text("")
+    done = run_cli("report", str(out), "--html", str(page), "--trust-backend")
+    assert done.returncode == 0, done.stderr
+    assert "no picture: the re-run crashed" in page.read_text()
+    for command in (("rerun", str(out), "--index", "1"), ("shrink", str(out), "--index", "1", "--budget", "2")):
+        done = run_cli(*command)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--trust-backend" in done.stderr, done.stderr
+        assert str(source) in done.stderr
+    marker.unlink()
+    source.write_text(source.read_text() + "\n# edited\n")
+    done = run_cli("rerun", str(out), "--index", "1", "--trust-backend")
+    assert "which CHANGED since the record" in done.stderr and done.returncode in (0, 1), done.stderr

@@ -99,7 +99,6 @@ def test_records_are_strict_json_and_read_back_as_written(tmp_path):
 
 def _full_disk(path):
     """``path`` as a link to /dev/full: every write there fails with ENOSPC, as on a full disk."""
-    import os
 
     path.symlink_to("/dev/full")
     return path

@@ -40,10 +40,10 @@ def test_a_wrong_answer_shrinks_to_a_minimal_problem_and_resumes(tmp_path):
             f"{BUGS}:big_batch", "--out", str(sweep), "--quiet")
     assert lines(sweep)[0]["status"] == "failed"
     out = tmp_path / "k.jsonl"
-    cut = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--budget", "10")
+    cut = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--budget", "10", "--trust-backend")
     assert cut.returncode == 1 and "cut short (the budget of 10 checks is spent)" in cut.stdout
     assert len(lines(out)) == 10
-    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--resume")
+    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--resume", "--trust-backend")
     assert done.returncode == 1, done.stderr
     assert "shrink: minimal: mb5ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still failed" in done.stdout
     recs = lines(out)
@@ -60,7 +60,7 @@ def test_a_crash_stays_a_crash(tmp_path):
     run_cli("sweep", "mb2ic3ih5iw104oc2oh5ow104kh3kw3ph1pw1", "--backend", f"{BUGS}:wide", "--out", str(sweep), "--quiet")
     assert lines(sweep)[0]["status"] == "crashed"
     out = tmp_path / "k.jsonl"
-    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out))
+    done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--trust-backend")
     assert done.returncode == 1, done.stderr
     # the function is handed the input as it is (a padding is its own to apply): 101 columns
     assert "shrink: minimal: mb1ic1ih1iw101oc1oh1ow101kh1kw1sh1sw1ph0pw0dh0dw0 [fp32 fprop NCHW] still crashed" in done.stdout
@@ -70,11 +70,11 @@ def test_a_crash_stays_a_crash(tmp_path):
 def test_shrink_refuses_a_passed_record_and_says_when_a_failure_does_not_reproduce(tmp_path):
     sweep = tmp_path / "s.jsonl"
     run_cli("sweep", "mb2ic4ih6oc4oh6kh3ph1", "--backend", "torch", "--device", "cpu", "--out", str(sweep), "--quiet")
-    refused = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k.jsonl"))
+    refused = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k.jsonl"), "--trust-backend")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "starts from a failed" in refused.stderr
     rec = lines(sweep)[0] | {"status": "failed"}  # a record that says failed, of a computation that is correct
     sweep.write_text(json.dumps(rec) + "\n")
-    gone = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k2.jsonl"))
+    gone = run_cli("shrink", str(sweep), "--index", "1", "--out", str(tmp_path / "k2.jsonl"), "--trust-backend")
     assert gone.returncode == 0 and "the recorded failure does not reproduce" in gone.stdout
     [again] = lines(tmp_path / "k2.jsonl")  # the repeat was a check that passed, not one that could not run
     assert again["status"] == "passed" and again["key"] == rec["key"], again
@@ -108,7 +108,7 @@ def test_a_rerun_of_a_miopen_conv1_record_reproduces_it(tmp_path):
     out = tmp_path / "s.jsonl"
     run_cli("sweep", "--batch", str(batch), "--backend", f"{BUGS}:shifted_padding", "--out", str(out), "--quiet")
     assert lines(out)[0]["status"] == "failed"
-    again = run_cli("rerun", str(out), "--index", "1")
+    again = run_cli("rerun", str(out), "--index", "1", "--trust-backend")
     assert again.returncode == 1 and "now failed" in again.stderr and "reproduced exactly" in again.stderr
 
 

@@ -178,7 +178,7 @@ def test_a_changed_function_is_not_mistaken_for_the_same_one(tmp_path):
     assert ra["backend_info"]["sha256"] != rb["backend_info"]["sha256"]
     diff = run_cli("diff", str(a), str(b))
     assert "user_function" in diff.stdout, diff.stdout
-    rerun = run_cli("rerun", str(b), "--index", "1")
+    rerun = run_cli("rerun", str(b), "--index", "1", "--trust-backend")
     assert rerun.returncode == 0 and "reproduced exactly" in rerun.stderr, rerun.stderr
 
 

@@ -90,7 +90,7 @@ def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups
 
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
-           contract: str | None = None, algorithm: str | None = None, diagnose: float | None = None) -> None:
+           contract: str | None = None, algorithm: str | None = None, diagnose: int | None = None) -> None:
     """Your answer judged as every given answer is (:func:`convcheck.check.pipeline.judge_given`); a failure
     raises AssertionError with the message a person reads."""
     from ..check.backends import torch64
@@ -251,7 +251,7 @@ def _to_logical(t, layout: str, role: str):
 def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, stride=1, padding=0, dilation=1,
                       groups: int = 1, *, dtype: str | None = None, msg: str | None = None, level: str | None = None,
                       contract: str | None = None, algorithm: str | None = None, layout: str = "nchw",
-                      weight_layout: str = "oihw", verbose: bool = False, diagnose: float | None = None) -> Closeness:
+                      weight_layout: str = "oihw", verbose: bool = False, diagnose: int | None = None) -> Closeness:
     """Assert that ``actual`` is ``conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)``
     up to what the arithmetic of ``actual``'s type allows (see the module's docstring); ``algorithm``
     (``"winograd:M"``, ``"fft"``...): what your kernel computes by, judged by that algorithm's bound.
@@ -260,7 +260,7 @@ def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, st
     Passing, it returns what it found (:class:`Closeness`: the largest difference, in ulps too, and what
     was allowed there), and prints it with ``verbose=True``. Failing, its message names the known
     arithmetic that explains ``actual`` (:mod:`convcheck.check.diagnose`), if one does: ``diagnose`` is
-    that search's budget in seconds (0: none; None: scaled to the check, at least 5 s)."""
+    that search's budget in float64 convolutions (0: none; None: the default)."""
     x = _to_logical(to_torch(input), layout, "input")
     w = _to_logical(to_torch(weight), weight_layout, "weight")
     ours = _to_logical(to_torch(actual), layout, "input")
@@ -276,7 +276,7 @@ def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight:
                                  padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                  msg: str | None = None, level: str | None = None,
                                  contract: str | None = None, algorithm: str | None = None,
-                                 diagnose: float | None = None) -> "Closeness":
+                                 diagnose: int | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
     w, dy = to_torch(weight), to_torch(grad_output)
     problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
@@ -288,7 +288,7 @@ def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence
                                   padding=0, dilation=1, groups: int = 1, *, dtype: str | None = None,
                                   msg: str | None = None, level: str | None = None,
                                   contract: str | None = None, algorithm: str | None = None,
-                                  diagnose: float | None = None) -> "Closeness":
+                                  diagnose: int | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
     x, dy = to_torch(input), to_torch(grad_output)
     problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,

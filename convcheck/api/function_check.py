@@ -94,7 +94,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                         dtypes=("fp32",), layouts=("nchw",), device: str | None = None, seeds: int = 1,
                         mb: int | None = None, dims=(1, 2, 3), bound: str | None = None,
                         plant: str | None = None, algorithm: str | None = None, convention: str | None = None,
-                        diagnose: float | None = None) -> list[dict]:
+                        diagnose: int | None = None) -> list[dict]:
     """Check ``fn`` on every problem x direction x dtype x layout x seed; return the records
     (the same JSON-able dicts a sweep writes). ``fn``: one callable for every direction asked,
     or ``{"fprop": f, "dgrad": g, "wgrad": h}``. ``dims``: the dimensions your function handles
@@ -103,7 +103,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     ``algorithm``: how your function computes, ``"winograd:M"`` (F(MxM,RxR), optionally ``:lavin``,
     ``:onednn`` or its points) to be judged by that algorithm's bound (:mod:`convcheck.numerics.fast_bound`;
     problems it cannot compute, strided or 1x1 ones, are ``unsupported`` records). ``diagnose``: each
-    failure's diagnosis budget in seconds (0: none; None: scaled to the check; :mod:`convcheck.check.diagnose`).
+    failure's diagnosis budget in float64 convolutions (0: none; None: the default; :mod:`convcheck.check.diagnose`).
     ``convention``: how your function takes its arguments where it is not torch's way, e.g.
     ``"nhwc,hwio,numpy"`` for NumPy code with channels-last input and TensorFlow's weights, called with
     its other arguments by their names (:mod:`convcheck.check.backends.conventions`).

@@ -167,6 +167,7 @@ def one_writer(out: Path):
         finally:
             _HELD[key][1] -= 1
         return
+    created = not out.exists()
     f = open(out, "a", encoding="utf-8")
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -181,6 +182,8 @@ def one_writer(out: Path):
         _HELD[key][1] -= 1
         if not _HELD[key][1]:
             del _HELD[key]
+            if created and out.is_file() and out.stat().st_size == 0:  # refused before its first record: no file left
+                out.unlink()
             f.close()  # the lock goes with it
 
 

@@ -7,14 +7,49 @@ from __future__ import annotations
 
 from ..base.errors import BadInput
 from ..problem.descriptor import problem_from_record
-from ..check.spec import recorded_device  # noqa: F401  (where it lived before; the spec reads it)
+
+
+def code_it_runs(rec: dict) -> str | None:
+    """The code a record names that re-running it would import and run: your function's file (or
+    module), or None for convcheck's own implementations (torch, cuDNN, the runtimes)."""
+    from ..check.backends import is_user_function
+
+    backend = rec.get("backend") or ""
+    return backend if backend and is_user_function(backend) else None
+
+
+def trusted(rec: dict, trust: bool, what: str) -> str:
+    """Refuse (BadInput, one line) to ``what`` (re-run, shrink) a record whose backend is code named in the
+    record, unless ``trust`` (``--trust-backend``): a received record file must not run its sender's code
+    unasked. Where trusted, the note to say: the file, and whether it changed since the record (its
+    SHA-256 against the one recorded); '' for convcheck's own implementations."""
+    from ..base.targets import file_sha256, target_file
+
+    code = code_it_runs(rec)
+    if code is None:
+        return ""
+    if not trust:
+        raise BadInput(f"to {what} this record would import and run {code}, named in the record; "
+                       "give --trust-backend to run it", option="trust_backend")
+    path = target_file(code)
+    recorded = (rec.get("backend_info") or {}).get("sha256")
+    if path is None or not path.is_file() or not recorded:
+        return f"runs {code}, as the record names it"
+    now = file_sha256(path)
+    return (f"runs {path} (unchanged since the record)" if now == recorded else
+            f"runs {path}, which CHANGED since the record (sha256 {now[:16]}, recorded {str(recorded)[:16]})")
+
+
+def refuse_unrerunnable(rec: dict) -> None:
+    """BadInput for a record no re-run can reproduce: one of given data, which the file does not hold."""
+    if rec.get("fill") == "given":
+        raise BadInput("this record was checked on given data (a model's activations or a caller's arrays), "
+                       "which the sweep file does not hold; run the command that made it again")
 
 
 def rerun(rec: dict, keep_outputs: bool = False):
     """The record's check again: a :class:`~convcheck.check.pipeline.CheckResult`."""
-    if rec.get("fill") == "given":
-        raise BadInput("this record was checked on given data (a model's activations or a caller's arrays), "
-                       "which the sweep file does not hold; run the command that made it again")
+    refuse_unrerunnable(rec)
     problem = problem_from_record(rec)
     if rec.get("engine"):
         from ..check.engines import check_engines

@@ -50,7 +50,7 @@ def _or_none(kind):
 #: Top-level fields with the kind each must have; None is allowed where a check may not have one. Fields
 #: not named here are carried as they are (a newer version's, a user's own), checked only for text and depth.
 FIELDS = {
-    "status": TEXT, "problem": _or_none(TEXT), "key": TEXT, "source": TEXT, "message": _or_none(TEXT),
+    "status": TEXT, "problem": _or_none(TEXT), "key": _or_none(TEXT), "source": _or_none(TEXT), "message": _or_none(TEXT),
     "mode": _or_none(TEXT), "dtype": _or_none(TEXT), "layout": _or_none(TEXT), "direction": _or_none(TEXT),
     "fuse": _or_none(TEXTS), "accumulation_depth": _or_none(INT),
     "backend": _or_none(TEXT), "reference": _or_none(TEXT), "backend_device": _or_none(TEXT),
@@ -78,7 +78,8 @@ INNER = {
                    "derivation": _or_none(TEXT)},
     "diagnosis": {"cause": _or_none(TEXT), "family": _or_none(TEXT), "error": _or_none(TEXT), "alike": _or_none(TEXTS),
                   "explanations": _or_none(EXPLANATIONS), "tested": _or_none(INT), "candidates": _or_none(INT),
-                  "seconds": _or_none(NUMBER), "budget_s": _or_none(NUMBER), "computed_by": _or_none(TEXT),
+                  "seconds": _or_none(NUMBER), "budget_s": _or_none(NUMBER), "budget": _or_none(INT),
+                  "convolutions": _or_none(INT), "computed_by": _or_none(TEXT),
                   "searched_on": _or_none(TEXT)},
     "crash": {"stage": _or_none(TEXT), "plan": _or_none(TEXT)},
     "expected_failure_fixed": {"line": _or_none(TEXT), "reason": _or_none(TEXT)},

@@ -24,10 +24,10 @@ None may be an answer: "no known arithmetic explains it". The dearest families (
 tested only where nothing cheaper explains every output.
 
 Cost: the causes are tested on the image where the worst output is (fprop and dgrad; wgrad sums over
-the images) and on a window of SEARCH_CHANNELS result channels around it (ungrouped problems), for at
-most ``budget`` seconds (no convolution starts after it: a cause overruns it by one convolution at
-most; the causes left are said to be untested); then the three best are confirmed on every output
-within as much again. A passing check runs none of this.
+the images) and on a window of SEARCH_CHANNELS result channels around it (ungrouped problems), within
+a budget of ``budget`` float64 convolutions (the causes left are said to be untested); then the three best
+are confirmed on every output within as many again. The budget counts work, not seconds: the same failure
+gets the same explanation on any machine, however busy. A passing check runs none of this.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ from . import causes as catalogue
 LAST_RESORT = ("accumulation", "algorithm")
 #: Explanations confirmed on every output (the best ones, after the search on one image).
 CONFIRMED = 3
-#: The default budget of a diagnosis, in seconds: this many times what the check took, at least MIN_BUDGET_S.
-BUDGET_PER_CHECK = 20.0
-MIN_BUDGET_S = 5.0
+#: The default budget of a diagnosis: float64 convolutions of the part of the output it searches, and as
+#: many again to confirm the best on every output. The whole catalogue of a problem takes fewer (a hundred
+#: or two: a narrow running sum costs two convolutions a block), so the default tests every cause.
+DEFAULT_CONVOLUTIONS = 1000
 
 
 @dataclass
@@ -69,7 +70,8 @@ class Diagnosis:
     tested: int              # causes tested
     candidates: int          # causes the catalogue offered for this problem
     seconds: float
-    budget_s: float
+    budget: int              # the convolutions it could run (and as many again to confirm)
+    convolutions: int        # the convolutions it ran
     computed_by: str         # what computed each cause's answer
     searched_on: str         # "image 3 of 8, confirmed on all" / "every output"
 
@@ -101,7 +103,8 @@ class Diagnosis:
                 "alike": [e.what for e in self.alike[1:]],
                 "explanations": [e.as_dict() for e in self.explanations],
                 "tested": self.tested, "candidates": self.candidates, "seconds": round(self.seconds, 3),
-                "budget_s": round(self.budget_s, 3), "computed_by": self.computed_by, "searched_on": self.searched_on}
+                "budget": self.budget, "convolutions": self.convolutions, "computed_by": self.computed_by,
+                "searched_on": self.searched_on}
 
 
 def line_of(d: dict) -> str:
@@ -112,7 +115,7 @@ def line_of(d: dict) -> str:
     if not d.get("explanations"):
         tested, offered = d.get("tested", 0), d.get("candidates", 0)
         searched = (f"{tested} known causes tested" if tested == offered
-                    else f"{tested} of {offered} known causes tested in the {d.get('budget_s', 0):.0f} s budget")
+                    else f"{tested} of {offered} known causes tested within its budget of {_budget_of(d)}")
         return f"no known arithmetic explains it ({searched})"
     c = d["explanations"][0]
     others = "".join(f"; or, alike on these inputs, {what}" for what in d.get("alike", []))
@@ -138,13 +141,17 @@ def lines_of(d: dict) -> list[str]:
     for e in d.get("explanations", [])[1:]:
         if e["cause"] not in named:
             out.append(f"also explains it: {e['cause']} ({e['covers']})")
-    out.append(f"{d.get('tested', 0)} of {d.get('candidates', 0)} known causes tested in {d.get('seconds', 0):.2f} s "
-               f"(budget {d.get('budget_s', 0):.0f} s) on {d.get('searched_on', '')}; answers by {d.get('computed_by', '')}")
+    ran = f"{d['convolutions']} convolutions, " if isinstance(d.get("convolutions"), int) else ""
+    out.append(f"{d.get('tested', 0)} of {d.get('candidates', 0)} known causes tested ({ran}{d.get('seconds', 0):.2f} s; "
+               f"budget {_budget_of(d)}) on {d.get('searched_on', '')}; answers by {d.get('computed_by', '')}")
     return out
 
 
-def default_budget(check_seconds: float) -> float:
-    return max(MIN_BUDGET_S, BUDGET_PER_CHECK * check_seconds)
+def _budget_of(d: dict) -> str:
+    """A record's diagnosis budget as a line says it (records before the work budget gave seconds)."""
+    if isinstance(d.get("budget"), int):
+        return f"{d['budget']} convolution{'s' if d['budget'] != 1 else ''}"
+    return f"{d.get('budget_s', 0):.0f} s"
 
 
 class _Scope:
@@ -318,18 +325,29 @@ def _closeness(ours, ans, inside) -> float:
     return float((ours[live] - ans[live]).abs().sum()) / scale
 
 
-class _OutOfTime(Exception):
-    """The diagnosis's time is spent: the cause being tested counts as not tested."""
+class _OutOfWork(Exception):
+    """The diagnosis's budget is spent: the cause being tested counts as not tested."""
 
 
-def _timed(run, deadline: list):
-    """``run`` that refuses to start another convolution once ``deadline[0]`` (perf_counter) has passed:
-    a cause of many convolutions (a running sum in many blocks) cannot overrun the budget by more than one."""
-    def timed(problem, inputs):
-        if time.perf_counter() > deadline[0]:
-            raise _OutOfTime
-        return run(problem, inputs)
-    return timed
+class _Work:
+    """The budget of a diagnosis in convolutions: ``left`` of them may still start, ``ran`` did."""
+
+    def __init__(self, left: int):
+        self.left, self.ran = left, 0
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+    def counted(self, run):
+        """``run`` that refuses to start a convolution once the budget is spent."""
+        def counted(problem, inputs):
+            if self.left <= 0:
+                raise _OutOfWork
+            self.left -= 1
+            self.ran += 1
+            return run(problem, inputs)
+        return counted
 
 
 def _calculator(result, device: str):
@@ -357,7 +375,7 @@ def _test(cause, judge: _Judge, exact_only: bool = False):
     whether its answer has the output's bits at every output (no tolerance: no magnitudes to compute)."""
     try:
         return _tested(cause, judge, exact_only)
-    except _OutOfTime:
+    except _OutOfWork:
         raise
     except Exception:  # a cause the calculator or the bound cannot take here (a geometry it refuses)
         return None
@@ -416,18 +434,18 @@ def _rank(found):
     return sorted(found, key=lambda item: (order.get(item[1][0], 2), item[1][1]))
 
 
-def diagnose(result, ours, ref, inputs, budget_s: float | None = None, check_s: float | None = None) -> Diagnosis:
+def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
     """The causes that explain the failed check ``result`` (its output ``ours``, the reference's answer
-    ``ref``, the ``inputs`` both read), ranked; see the module's docstring. ``budget_s``: seconds for the
-    search (None: :func:`default_budget` of ``check_s``, what the check took)."""
+    ``ref``, the ``inputs`` both read), ranked; see the module's docstring. ``budget``: float64 convolutions
+    for the search, and as many again for the confirmation (None: :data:`DEFAULT_CONVOLUTIONS`)."""
     start = time.perf_counter()
-    budget = default_budget(check_s if check_s is not None else (result.time_s or 0.0)) if budget_s is None else budget_s
+    budget = DEFAULT_CONVOLUTIONS if budget is None else int(budget)
     problem = result.problem
     host = _numpy(inputs)
     device = "cpu" if result.plan.reference_device == "cpu" else "cuda"
     calculate, computed_by = _calculator(result, device)
-    deadline = [start + budget]  # the search's; the confirmation on every output gets as much again
-    run = _timed(calculate, deadline)
+    work = _Work(budget)  # the search's; the confirmation on every output gets as many again
+    run = work.counted(calculate)
     data = "given" if inputs.kind == "given" else "random"
     image = None
     if problem.direction != "wgrad" and problem.mb > 1 and result.comparison is not None:
@@ -450,7 +468,7 @@ def diagnose(result, ours, ref, inputs, budget_s: float | None = None, check_s: 
         (within the budget again: what is not confirmed is not claimed)."""
         if not part or not found:
             return found
-        search_deadline, deadline[0] = deadline[0], start + 2 * budget
+        left, work.left = work.left, budget
         out = []
         try:
             for cause, _ in _rank(found)[:CONFIRMED]:
@@ -462,27 +480,27 @@ def diagnose(result, ours, ref, inputs, budget_s: float | None = None, check_s: 
                     verdict = _test(whole, full)
                     if verdict is not None and all(c.what != whole.what for c, _ in out):
                         out.append((whole, verdict))
-        except _OutOfTime:
+        except _OutOfWork:
             cut.append(" (the rest not confirmed in the budget)")
-        deadline[0] = search_deadline
+        work.left = left
         return out
 
     cheap = [c for c in causes if c.family not in LAST_RESORT]
     offered = len(cheap)
-    found = _pass(cheap, judge, deadline, tested, exact_only=True)  # the same bits: no tolerance needed
+    found = _pass(cheap, judge, work, tested, exact_only=True)  # the same bits: no tolerance needed
     if not found:
-        found = _pass(cheap, judge, deadline, tested) + [v for v in [_padding_values(judge)] if v is not None]
+        found = _pass(cheap, judge, work, tested) + [v for v in [_padding_values(judge)] if v is not None]
     found = confirmed(found)
     for family in LAST_RESORT:  # the dearest, while nothing confirmed explains every output
         if any(_everywhere(v[0]) for _, v in found):
             break
         dear = [c for c in causes if c.family == family]
         offered += len(dear)
-        found += confirmed(_pass(dear, judge, deadline, tested))
+        found += confirmed(_pass(dear, judge, work, tested))
     tested = len(tested)
     searched = f"{part}, the best confirmed on every output{''.join(cut[:1])}" if part else "every output"
     explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail) for c, v in _rank(found)]
-    return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, computed_by, searched)
+    return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, work.ran, computed_by, searched)
 
 
 def _numpy(inputs):
@@ -494,16 +512,16 @@ def _numpy(inputs):
     return replace(inputs, x=host(inputs.x), w=host(inputs.w), dy=host(inputs.dy), bias=host(inputs.bias), device="cpu")
 
 
-def _pass(causes, judge: _Judge, deadline: list, tested: set, exact_only: bool = False) -> list:
+def _pass(causes, judge: _Judge, work: _Work, tested: set, exact_only: bool = False) -> list:
     """(cause, (covers, closeness)) of each of ``causes`` that explains the scope's failure, tested in
     order while the budget lasts (``tested`` gains each one tested)."""
     found = []
     for cause in causes:
-        if time.perf_counter() > deadline[0]:
+        if work.spent:
             break
         try:
             verdict = _test(cause, judge, exact_only)
-        except _OutOfTime:
+        except _OutOfWork:
             break
         tested.add(id(cause))
         if verdict is not None:

@@ -409,7 +409,7 @@ def run_check(
     level: str | None = None,
     contract: str | None = None,
     algorithm: str | None = None,
-    diagnose: float | None = None,
+    diagnose: int | None = None,
 ) -> CheckResult:
     """Run one check through the stages: :func:`run_spec` of the :class:`~convcheck.check.spec.CheckSpec`
     these arguments describe. Bad input raises BadInput; a backend that cannot
@@ -425,7 +425,8 @@ def run_check(
     "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`); torch and cuDNN say it themselves.
     ``algorithm``: how your function computes, ``direct`` (None) or ``winograd:M[...]``
     (:mod:`convcheck.numerics.fast_bound`): with the default bound it is then judged by that algorithm's bound.
-    ``diagnose``: a failure's diagnosis budget in seconds (0: none; None: scaled to the check).
+    ``diagnose``: a failure's diagnosis budget in float64 convolutions (0: none; None: the default,
+    :data:`convcheck.check.diagnose.DEFAULT_CONVOLUTIONS`).
     A problem whose estimated memory exceeds what is available (or ``max_memory`` bytes)
     raises :class:`~convcheck.check.memory.TooLarge` before anything is allocated."""
     from .spec import CheckSpec
@@ -502,7 +503,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
                                    explicit=spec.bound not in (None, "auto"))
             if result.status == "failed" and spec.diagnose != 0:
                 stages.enter("diagnose")
-                _diagnose(result, ours, ref, inputs, spec.diagnose, time.perf_counter() - start)
+                _diagnose(result, ours, ref, inputs, spec.diagnose)
                 if hint and result.diagnosis is not None and result.message == hint:
                     result.message = ""  # the guess "a fast algorithm?" gives way to the causes tested
             if plant is not None and result.status != "failed":
@@ -525,13 +526,13 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False)
     return result
 
 
-def _diagnose(result: CheckResult, ours, ref, inputs: ConvInputs, budget_s: float | None, check_s: float) -> None:
+def _diagnose(result: CheckResult, ours, ref, inputs: ConvInputs, budget: int | None) -> None:
     """A failed check's diagnosis (:mod:`convcheck.check.diagnose`), kept in the result. A diagnosis that
     cannot run says so in the result; it never changes the verdict."""
     from .diagnose import diagnose
 
     try:
-        result.diagnosis = diagnose(result, ours, ref, inputs, budget_s, check_s)
+        result.diagnosis = diagnose(result, ours, ref, inputs, budget)
     except ConvCheckError:
         raise
     except Exception as e:  # the verdict stands; what stopped the diagnosis is said
@@ -576,14 +577,14 @@ STORED_REFERENCES = ("torch64", "torch")
 
 def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementation: str, reference: str,
                 device: str, bound: str | None = None, level: str | None = None, contract: str | None = None,
-                algorithm: str | None = None, ref=None, diagnose: float | None = 0) -> CheckResult:
+                algorithm: str | None = None, ref=None, diagnose: int | None = 0) -> CheckResult:
     """Given data judged: the caller's inputs and an answer computed elsewhere (``implementation``
     "yours": an assert's; "stored": the lesson's stored output), against ``reference`` recomputed on
     ``device``. The one path given data takes to a verdict, the same stages as :func:`run_spec`'s
     after its run under test: the bound from :func:`convcheck.check.judging.bound_for` (the direct, staged,
     rigorous or probable, or a declared fast algorithm's), the magnitudes, :func:`judge`. ``ref``: the
     reference's answer where the caller computed it already (an assert: float64 of your inputs as given).
-    ``diagnose``: a failure's diagnosis budget in seconds, as :class:`~convcheck.check.spec.CheckSpec`'s
+    ``diagnose``: a failure's diagnosis budget in convolutions, as :class:`~convcheck.check.spec.CheckSpec`'s
     (0, the default here: none; None: scaled to the check)."""
     from .environment import versions
     from .spec import CheckSpec
@@ -604,7 +605,7 @@ def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementat
         mags = magnitudes_for(bnd, problem, inputs, compare_device(plan), reference=ref)
         judge(result, answer, ref, bnd, mags, compare_device(plan), inputs=inputs)
         if result.status == "failed" and diagnose != 0:
-            _diagnose(result, answer, ref, inputs, diagnose, time.perf_counter() - start)
+            _diagnose(result, answer, ref, inputs, diagnose)
     result.outputs, result.magnitudes = (answer, ref, inputs), mags
     result.time_s = time.perf_counter() - start
     result.versions = versions()
@@ -613,7 +614,7 @@ def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementat
 
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,
                         bound: str | None = None, reference: str | None = None, level: str | None = None,
-                        contract: str | None = None, diagnose: float | None = None) -> CheckResult:
+                        contract: str | None = None, diagnose: int | None = None) -> CheckResult:
     """The lesson's half: stored inputs and output, recomputed with torch.
 
     The stored data are the caller's (given data), so the default verdict is the

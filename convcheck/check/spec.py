@@ -42,7 +42,7 @@ class CheckSpec:
     all_engines: bool = False  # every cuDNN plan, a record each (sweep --all-engines)
     max_memory: int | None = None  # a limit, not a verdict: refuse a check that would need more bytes
     timeout: float | None = None  # a limit, not a verdict: seconds (0: none; None: scaled to the problem)
-    diagnose: float | None = None  # a failure's diagnosis, not a verdict: its budget in seconds (0: off; None: scaled)
+    diagnose: int | None = None  # a failure's diagnosis, not a verdict: its budget in convolutions (0: off; None: default)
 
     def with_problem(self, problem: ConvProblem) -> "CheckSpec":
         return replace(self, problem=problem)

@@ -64,6 +64,12 @@ def _problem_args(p: argparse.ArgumentParser) -> None:
     add_problem_options(p)
 
 
+def _trust_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trust-backend", action="store_true",
+                   help="run the code a record names (your function's FILE.py:NAME or module:NAME); without it such a "
+                        "record is refused, not imported")
+
+
 def _record_args(p: argparse.ArgumentParser, file_help: str = "a sweep's JSON-lines file") -> None:
     """FILE and which of its records (rerun, shrink, repro)."""
     p.add_argument("file", help=file_help)
@@ -95,7 +101,8 @@ def _campaign_args(w: argparse.ArgumentParser, out_required: bool = True) -> Non
                    help="known bugs, a line each: REGEX DTYPE DIRECTION IMPLEMENTATION REASON (their failures are counted apart)")
     w.add_argument("--quiet", action="store_true", help="no progress output")
     w.add_argument("--jobs", type=_at_least(1), default=1,
-                   help="supervised worker processes (a crash or hang in one costs only the problem it ran)")
+                   help="supervised worker processes (a crash or hang in one costs only the problem it ran); "
+                        "at most one per problem, refused where their memory would not fit")
     w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
     w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
 
@@ -164,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("rerun", help="repeat one recorded problem exactly", epilog=EPILOG)
     _record_args(r)
     r.add_argument("--json", action="store_true", help="print the rerun's JSON record instead of the report")
+    _trust_arg(r)
     _timeout_arg(r)
 
     k = sub.add_parser("shrink", help="from a failed record to the smallest problem that still fails the same way",
@@ -174,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--budget", type=_at_least(1), default=400, help="at most this many checks (default 400)")
     k.add_argument("--repro", metavar="SCRIPT", help="write the standalone script of the smallest problem (cuDNN's, or "
                                                      "one that imports your function)")
+    _trust_arg(k)
     _timeout_arg(k)
 
     h = sub.add_parser("hunt", help="search a space of problems for failures, shrink each distinct one, group them",
@@ -194,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--shrink-budget", type=_at_least(1), default=400, help="at most this many checks per shrink (default 400)")
     h.add_argument("--max-macs", type=_at_least(1), default=100_000_000,
                    help="draw again a problem of more multiply-adds (default 1e8: about a second per check on a CPU)")
-    h.add_argument("--jobs", type=_at_least(1), default=1, help="supervised worker processes for the draws")
+    h.add_argument("--jobs", type=_at_least(1), default=1,
+                   help="supervised worker processes for the draws (at most one per check of the budget)")
     h.add_argument("--scripts", metavar="DIR", help="where each failure's standalone script goes (default: OUT's name + _scripts)")
     h.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -220,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("file", help="a sweep's JSON-lines file")
     rp.add_argument("--html", required=True, metavar="OUT", help="the page to write")
     rp.add_argument("--pictures", type=_at_least(0), default=5, help="how many failed/worst cases to re-run and draw")
+    _trust_arg(rp)
 
     e = sub.add_parser("env", help="every version that matters to a result")
     e.add_argument("--json", action="store_true", help="print every version as one JSON object")
@@ -560,7 +571,13 @@ def _run_items(args, items, whole_file: bool = True, say_invalid: bool = True) -
 def cmd_rerun(args) -> int:
     from ..problem.descriptor import problem_from_record
 
+    from ..campaign.rerun import refuse_unrerunnable, trusted
+
     _, rec = _picked_record(args)
+    refuse_unrerunnable(rec)  # before a word about the code it would run
+    note = trusted(rec, args.trust_backend, "re-run")
+    if note:
+        print(f"rerun: {note}", file=sys.stderr)
     args.record = rec
     return _isolated(args, "rerun", problem_from_record(rec), all_engines=bool(rec.get("engine")),
                      said=lambda status: _rerun_line(args, rec, status, None))
@@ -643,7 +660,14 @@ def cmd_shrink(args) -> int:
     from ..campaign.shrink import format_result, shrink
     from ..campaign.sweep import _Stop
 
+    from ..campaign.rerun import trusted
+    from ..campaign.shrink import refuse_unshrinkable
+
     records, rec = _picked_record(args)
+    refuse_unshrinkable(rec)  # before a word about the code it would run
+    note = trusted(rec, args.trust_backend, "shrink")
+    if note:
+        print(f"shrink: {note}", file=sys.stderr)
     number = args.index or records.index(rec) + 1
     out = Path(args.out) if args.out else Path(args.file).with_name(f"{Path(args.file).stem}.shrink-{number}.jsonl")
     writable_file(args.repro, "repro")
@@ -761,7 +785,7 @@ def cmd_report(args) -> int:
     from ..output.report import write_report
 
     writable_file(args.html, "html")
-    print(f"report written to {write_report(args.file, args.html, pictures=args.pictures)}")
+    print(f"report written to {write_report(args.file, args.html, pictures=args.pictures, trust=args.trust_backend)}")
     return 0
 
 

@@ -69,13 +69,13 @@ def backend(text: str) -> str:
 
 
 def dtype(text: str) -> str:
-    """A type name (several, comma-separated, for sweep and model: :func:`side_by_side`)."""
+    """A type name in any case (several, comma-separated, for sweep and model: :func:`side_by_side`)."""
     from ..problem.descriptor import DTYPES
 
     for part in text.split(","):
-        if part not in DTYPES:
-            raise argparse.ArgumentTypeError(f"{part!r}: expected {', '.join(DTYPES)} (several: fp32,fp16)")
-    return text
+        if part.lower() not in DTYPES:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected {', '.join(DTYPES)}, any case (several: fp32,fp16)")
+    return text.lower()
 
 
 def algorithm(text: str) -> str:
@@ -148,7 +148,7 @@ def _options() -> tuple[Option, ...]:
     from ..check.plant import BUGS
     from ..problem.descriptor import ACTIVATIONS, DIRECTIONS, DTYPES
     from ..numerics.rounding import CONTRACTS
-    from ..check.diagnose import BUDGET_PER_CHECK, MIN_BUDGET_S
+    from ..check.diagnose import DEFAULT_CONVOLUTIONS
     from ..check.backends.conventions import HELP as CONVENTION_HELP
 
     all_engines_why = {
@@ -225,10 +225,10 @@ def _options() -> tuple[Option, ...]:
         Option("timeout", "limit", {"type": seconds, "metavar": "SECONDS", **_help(
             "seconds a check may run before its worker is killed and it is recorded as timeout "
             "(0: no limit; default: 60 s plus the problem's size at a pessimistic rate)")}),
-        Option("diagnose", "limit", {"type": seconds, "metavar": "SECONDS", **_help(
-            "seconds a failed check may spend searching which known arithmetic explains its output, and as much "
-            f"again confirming it on every output (0: no diagnosis; default: {BUDGET_PER_CHECK:.0f}x the check's own "
-            f"time, at least {MIN_BUDGET_S:.0f} s)")}),
+        Option("diagnose", "limit", {"type": at_least(0), "metavar": "CONVOLUTIONS", **_help(
+            "float64 convolutions a failed check may run searching which known arithmetic explains its output, and "
+            "as many again confirming it on every output: counted, not timed, so the same failure is explained the "
+            f"same way on any machine (0: no diagnosis; default {DEFAULT_CONVOLUTIONS})")}),
     )
 
 

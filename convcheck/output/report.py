@@ -21,7 +21,8 @@ import numpy as np
 
 from ..check.diagnose import cause_of, lines_of
 from ..check.compare import error_ratio_map
-from ..base.errors import BadInput, writing
+from ..base.errors import writing
+from ..base.errors import BadInput
 from ..base.status import Status, of
 from ..problem.descriptor import problem_from_record
 from ..campaign.records import read_records, record_label, severity
@@ -66,20 +67,46 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def error_pictures(rec: dict) -> tuple[list[str], str]:
-    """(PNG data URIs, remark) for one record, by re-running it."""
+def error_pictures(rec: dict, trust: bool = False) -> tuple[list[str], str]:
+    """(PNG data URIs, remark) for one record, by re-running it in a supervised worker (a re-run that
+    crashes or hangs costs this picture, never the report), under a sweep's time limit; a record whose
+    backend is code it names is re-run only where ``trust`` (``--trust-backend``)."""
+    from ..campaign.rerun import code_it_runs
+    from ..campaign.sweep import Item, SweepOptions, time_limit
+    from ..campaign.workers import run_one
+
+    problem = problem_from_record(rec)
+    code = code_it_runs(rec)
+    if code is not None and not trust:
+        return [], f"not re-run: it would import and run {code}, named in the record (give --trust-backend)"
+    limit = time_limit(Item("report", problem), SweepOptions(all_engines=bool(rec.get("engine"))))
+    out = run_one("convcheck.output.report:rerun_maps", (rec,), timeout_s=limit, label="the re-run")
+    if out.status in ("crashed", "timeout"):
+        return [], f"no picture: the re-run {out.status} ({out.message})"
+    if out.status == "raised":
+        if isinstance(out.exception, BadInput):  # a record that cannot be re-run (given data, say)
+            return [], f"not re-run: {out.exception}"
+        said = f"{type(out.exception).__name__}: {out.exception}" if out.exception is not None else out.message
+        return [], f"no picture: {said}"
+    ratio, diff, remark = out.value
+    if ratio is None:
+        return [], remark
+    return _draw(rec, problem, ratio, diff), remark
+
+
+def rerun_maps(rec: dict):
+    """(error/bound, |ours - ref|, remark) of the record's check re-run (what a worker computes for
+    :func:`error_pictures`); a record that cannot be re-run raises BadInput."""
+    return _rerun_ratio_map(rec, problem_from_record(rec))
+
+
+def _draw(rec: dict, problem, ratio, diff) -> list[str]:
+    """The heat map and the histogram of one re-run, as PNG data URIs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    problem = problem_from_record(rec)
-    try:
-        ratio, diff, remark = _rerun_ratio_map(rec, problem)
-    except BadInput as e:  # e.g. a record of given data, which the file does not hold
-        return [], f"not re-run: {e}"
-    if ratio is None:
-        return [], remark
     exact = rec.get("bound") == "exact"  # allowed error 0: error/bound is 0 or infinite, so picture the differences
     fold = (lambda a: a.max(axis=0) if a.ndim > 1 else a[None])  # fold the batch (or K for wgrad) by max
     grid = fold(diff if exact else ratio)
@@ -116,7 +143,7 @@ def error_pictures(rec: dict) -> tuple[list[str], str]:
     ax.set_ylabel("elements")
     pictures.append(_png(fig))
     plt.close(fig)
-    return pictures, remark
+    return pictures
 
 
 def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray | None, str]:
@@ -161,7 +188,7 @@ def _versions_line(versions: dict) -> str:
     return " · ".join(parts) or "none recorded"
 
 
-def write_report(records_path, out_path, pictures: int = 5, title: str | None = None) -> Path:
+def write_report(records_path, out_path, pictures: int = 5, title: str | None = None, trust: bool = False) -> Path:
     records = read_records(records_path)
     counts: dict = {}
     for r in records:
@@ -182,7 +209,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
     for i in [i for i in ranked if (of(records[i].get("status")) or Status.ERROR).checked][:pictures]:
         r = records[i]
         try:
-            pngs, remark = error_pictures(r)
+            pngs, remark = error_pictures(r, trust)
         except Exception as e:  # a record that cannot be re-run here (e.g. cuDNN without a GPU)
             pngs, remark = [], f"no picture: {type(e).__name__}: {e}"
         imgs = "".join(f"<img alt='error picture' src='{p}'>" for p in pngs)
