@@ -136,3 +136,64 @@ def test_a_write_that_fails_is_one_line_naming_the_file(tmp_path, capsys, comman
     assert str(bad) in errors[0] and "No space left on device" in errors[0], err
     if command == "sweep":
         assert "record(s) before it are in the file" in errors[0]
+
+
+def test_a_byte_order_mark_is_no_part_of_a_batch_file_or_conv_shapes(tmp_path, capsys):
+    batch = tmp_path / "b.txt"
+    batch.write_text("\ufeffmb1ic2ih5oc2oh5kh3ph1\n", encoding="utf-8")
+    out = tmp_path / "r.jsonl"
+    assert main(["sweep", "--batch", str(batch), "--out", str(out), "--quiet", "--diagnose", "0"]) == 0
+    assert read_records(out)[0]["status"] == "passed"
+    import numpy as np
+
+    from convcheck.problem.lesson_io import read_shapes, write_lesson
+
+    p = parse_descriptor("mb1ic2ih5oc2oh5kh3ph1")
+    write_lesson(tmp_path, p, np.ones(p.x_shape, np.float32), np.ones(p.w_shape, np.float32), np.ones(p.y_shape, np.float32))
+    shapes = tmp_path / "conv_shapes.txt"
+    shapes.write_text("\ufeff" + shapes.read_text(), encoding="utf-8")
+    assert read_shapes(shapes)
+
+
+def test_junit_xml_is_well_formed_whatever_a_record_holds(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from convcheck.campaign.records import write_junit
+
+    recs = [{"status": "failed", "problem": "mb1\x01\x1b[2J", "message": "bad\x00thing\x0b", "bound_ratio": 2.0},
+            {"status": "error", "problem": "p", "message": "\ud800"}]
+    path = write_junit(recs, tmp_path / "j.xml")
+    suite = ET.parse(path).getroot()
+    assert suite.get("failures") == "1" and suite.get("errors") == "1"
+    assert "\\x01" in suite[0].get("name") and "\\x00" in suite[0][0].get("message")
+
+
+def test_diff_shows_a_record_s_escape_codes_as_text(tmp_path, capsys):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps({"status": "passed", "problem": "mb1\x1b[2J\x1b]0;owned\x07", "key": "k"}) + "\n")
+    b.write_text(json.dumps({"status": "failed", "problem": "mb1\x1b[2J\x1b]0;owned\x07", "key": "k"}) + "\n")
+    code, said = _run(capsys, "diff", str(a), str(b))
+    assert "\x1b" not in said and "\\x1b[2J" in said, said
+
+
+def test_a_lesson_whose_inputs_are_not_finite_is_refused(tmp_path, capsys):
+    import numpy as np
+
+    from convcheck.problem.lesson_io import write_lesson
+
+    p = parse_descriptor("mb1ic2ih5oc2oh5kh3ph1")
+    nan = np.full(p.x_shape, np.nan, np.float32)
+    write_lesson(tmp_path, p, nan, np.full(p.w_shape, np.nan, np.float32), np.full(p.y_shape, np.nan, np.float32))
+    code, said = _run(capsys, "lesson", str(tmp_path), "--device", "cpu")
+    assert code == 2 and "non-finite" in said and said.count("convcheck: error") == 1, said
+
+
+def test_a_function_that_raises_keyboard_interrupt_costs_its_record_not_the_sweep(tmp_path, capsys):
+    source = tmp_path / "ki.py"
+    source.write_text("def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+                      "    raise KeyboardInterrupt\n")
+    out = tmp_path / "r.jsonl"
+    code, said = _run(capsys, "sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb1ic2ih6oc2oh6kh3ph1", "--backend", f"{source}:conv",
+                      "--out", str(out), "--quiet")
+    recs = read_records(out)
+    assert [r["status"] for r in recs] == ["error", "error"] and "raised KeyboardInterrupt" in recs[0]["message"], said

@@ -122,6 +122,14 @@ def writable_file(path, option: str | None):
     return p
 
 
+def shown(text) -> str:
+    """``text`` from a record or a file as a terminal shows it safely: control characters (an escape sequence
+    that would recolour, move or clear the screen, a carriage return) written as ``\\x1b``-style escapes;
+    tabs and newlines as they are."""
+    return "".join(c if c in "\t\n" or (c >= " " and c != "\x7f" and not 0x80 <= ord(c) < 0xa0)
+                   else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+
+
 def text_lines(path, option: str | None, expected: str) -> list[str]:
     """The lines of a text file the user named, or BadInput naming it (and the ``option``
     that named it); ``expected`` is what it should hold."""
@@ -131,6 +139,6 @@ def text_lines(path, option: str | None, expected: str) -> list[str]:
     if not path.is_file():
         raise BadInput(f"{path}: no such file (expected {expected})", option=option)
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no part of the first line
     except UnicodeDecodeError:
         raise BadInput(f"{path}: not a text file (expected {expected})", option=option) from None

@@ -8,6 +8,8 @@ moved by more than a factor, problems only in one file, and each side's versions
 
 from __future__ import annotations
 
+from ..base.errors import shown
+
 from dataclasses import dataclass, field
 
 from .records import record_key, record_label
@@ -118,4 +120,4 @@ def format_diff(d: SweepDiff, name_a: str, name_b: str, factor: float) -> str:
     for label, items in (("only in A", d.only_a), ("only in B", d.only_b)):
         if items:
             lines.append(f"{label}: " + ", ".join(str(p) for p in items[:10]) + (" ..." if len(items) > 10 else ""))
-    return "\n".join(lines)
+    return shown("\n".join(lines))  # problems, statuses and versions come from the files: no escape reaches the terminal

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..base.errors import BadInput, writable_file, writing
+from ..base.errors import BadInput, shown, writable_file, writing
 from ..base.status import Status, of
 from .schema import record_json, validated
 from ..numerics.bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
@@ -51,14 +51,14 @@ def record_key(rec: dict) -> str:
 
 def record_label(rec: dict) -> str:
     """A record's problem as people read it, with its plan in a sweep of every engine."""
-    return str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else "")
+    return shown(str(rec.get("problem")) + (f" [{rec['engine']}]" if rec.get("engine") else ""))
 
 
 def record_brief(rec: dict) -> str:
     """The label with what else was checked: dtype, layout, direction, fusion, bound."""
     extra = [rec.get("dtype"), rec.get("layout"), rec.get("direction"), "+".join(rec.get("fuse") or []) or None,
              rec.get("bound") and f"bound {rec['bound']}"]
-    return record_label(rec) + " " + " ".join(str(x) for x in extra if x)
+    return record_label(rec) + " " + shown(" ".join(str(x) for x in extra if x))
 
 
 def keys_of(records) -> set[str]:
@@ -314,22 +314,29 @@ def write_junit(records: list[dict], path) -> Path:
     answer is), error is an error, unsupported and skipped are skipped."""
     import xml.etree.ElementTree as ET
 
+    import re
+
+    def xml_text(value) -> str:
+        """``value`` as XML 1.0 can hold it: the control characters it forbids written as \\xNN."""
+        return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]",
+                      lambda m: f"\\x{ord(m.group(0)):02x}", str(value))
+
     suite = ET.Element("testsuite", name="convcheck")
     counts = Counter()
     for rec in records:
         name = " ".join(str(x) for x in (record_label(rec), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
                                          ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
-        case = ET.SubElement(suite, "testcase", classname=f"convcheck.{rec.get('source', 'check')}",
-                             name=name, time=f"{rec.get('time_s') or 0:.6f}")
+        case = ET.SubElement(suite, "testcase", classname=xml_text(f"convcheck.{rec.get('source', 'check')}"),
+                             name=xml_text(name), time=f"{rec.get('time_s') or 0:.6f}")
         status = of(rec.get("status"))
         detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
         element = status.junit if status is not None else "error"
         if element == "failure" and not status.answered:
-            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message')}").text = json.dumps(rec.get("crash") or {})
+            ET.SubElement(case, "failure", message=xml_text(f"{status}: {rec.get('message')}")).text = json.dumps(rec.get("crash") or {})
         elif element == "failure":
-            ET.SubElement(case, "failure", message=f"{status}: {rec.get('message') or detail}").text = detail
+            ET.SubElement(case, "failure", message=xml_text(f"{status}: {rec.get('message') or detail}")).text = detail
         elif element is not None:
-            ET.SubElement(case, element, message=rec.get("message") or str(rec.get("status")))
+            ET.SubElement(case, element, message=xml_text(rec.get("message") or str(rec.get("status"))))
         if element is not None:
             counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
     suite.set("tests", str(len(records)))

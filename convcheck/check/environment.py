@@ -109,6 +109,9 @@ def _torch(full: bool) -> dict:
     if torch.cuda.is_available():
         info["gpu"] = _try(lambda: torch.cuda.get_device_name(0))
         info["gpu_compute_capability"] = _try(lambda: ".".join(map(str, torch.cuda.get_device_capability(0))))
+        # the GPU model's SM count: what a GPU's own random generator sizes its launch by (convcheck draws
+        # on the host, so a seed is the same everywhere; the count says which GPU model ran the check)
+        info["gpu_sm_count"] = _try(lambda: torch.cuda.get_device_properties(0).multi_processor_count)
     if full:
         # The process's own settings, outside any check (each check pins its own: see
         # the "math" of the record's backend_info/reference_info, which is what ran).

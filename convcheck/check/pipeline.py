@@ -624,13 +624,21 @@ def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None
     (float64, cuDNN disabled; the default) or ``torch`` (the lesson's fp32 convolution, the
     default under the lesson's rule). ``contract``: what the stored output may have computed in
     fp16/bf16, "staged" (default) or "fp32" (:mod:`convcheck.numerics.rounding`). ``diagnose``: a failure's
-    diagnosis budget in seconds (0: none; None: scaled to the check)."""
+    diagnosis budget in convolutions (0: none; None: the default). Stored inputs that are not finite are
+    refused (BadInput): their reference is NaN, and a NaN output would match it."""
     if device is None:
         device = "cuda" if _cuda_usable() else "cpu"
     bound_name = resolve_bound(bound, problem, "given")
     reference = reference or STORED_REFERENCE.get(bound_name, "torch64")
     if reference not in STORED_REFERENCES:
         raise BadInput(f"a stored output is recomputed by {' or '.join(STORED_REFERENCES)}, not {reference!r}", option="reference")
+    import numpy as np
+
+    for role, a in (("x", x), ("w", w)):  # NaN inputs give a NaN reference: a NaN output would "match" it
+        bad = int(np.size(a) - np.count_nonzero(np.isfinite(np.asarray(a, dtype=np.float64))))
+        if bad:
+            raise BadInput(f"the stored {role} holds {bad} non-finite value(s) (NaN or infinity) of {np.size(a)}: "
+                           "a convolution of them has no answer to check against")
     result = judge_given(problem, ConvInputs(x=x, w=w, seed=-1, kind="given"), y_stored, implementation="stored",
                          reference=reference, device=device, bound=bound_name, level=level, contract=contract,
                          diagnose=diagnose)

@@ -578,7 +578,7 @@ def cmd_rerun(args) -> int:
     note = trusted(rec, args.trust_backend, "re-run")
     if note:
         print(f"rerun: {note}", file=sys.stderr)
-    args.record = rec
+    args.record, args.backend = rec, rec.get("backend")  # a crash names what crashed: the record's implementation
     return _isolated(args, "rerun", problem_from_record(rec), all_engines=bool(rec.get("engine")),
                      said=lambda status: _rerun_line(args, rec, status, None))
 

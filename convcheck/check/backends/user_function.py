@@ -81,6 +81,9 @@ class UserFunction:
             raise
         except Unsupported as e:  # your function declined the problem, in convcheck's words
             raise Unsupported(self.name, f"your function declined it: {e.reason}") from None
+        except KeyboardInterrupt:  # raised by the function itself (a worker ignores the user's Ctrl-C)
+            raise BadInput(f"your function {self.name} raised KeyboardInterrupt (on {problem.descriptor()}, "
+                           f"{problem.direction} {problem.dtype})", option="backend") from None
         except NotImplementedError as e:  # ... or in Python's
             said = str(e).strip().splitlines()[0] if str(e).strip() else "NotImplementedError"
             raise Unsupported(self.name, f"your function declined it: {said}") from None
