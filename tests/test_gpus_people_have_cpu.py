@@ -225,3 +225,13 @@ def test_the_memory_the_caching_allocators_hold_freed_counts_as_available(monkey
     assert memory.available_gpu() == 1000 + 1000 + 300
     assert memory.out_of_memory(RuntimeError("CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"))
     assert not memory.out_of_memory(RuntimeError("CUDNN_STATUS_BAD_PARAM"))
+
+
+def test_a_plan_s_workspace_is_counted_before_it_is_allocated(monkeypatch):
+    from convcheck.check import memory
+
+    monkeypatch.setattr(memory, "available_gpu", lambda: 2 ** 20)
+    cudnn_graph.require_workspace(2 ** 19, "eng1")  # fits
+    with pytest.raises(MemoryError) as raised:
+        cudnn_graph.require_workspace(2 ** 30, "eng1")
+    assert memory.out_of_memory(raised.value) and "eng1's workspace needs 1.0 GiB more, 1.0 MiB is free" in str(raised.value)

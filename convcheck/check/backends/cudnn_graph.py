@@ -599,6 +599,7 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
         run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))
         ws = prep.workspace
         if ws is None or ws.nbytes < max(run.workspace_bytes, 1):
+            require_workspace(run.workspace_bytes - (ws.nbytes if ws is not None else 0), run.name)
             prep.workspace = None  # the smaller one goes back to the pool first
             ws = prep.workspace = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
         pack = prep.pack
@@ -628,6 +629,17 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
             _zero_cropped_rows(prep)  # enqueued after the plan, on the same stream
     pending.workspace = ws
     return pending
+
+
+def require_workspace(more: int, plan: str) -> None:
+    """A plan's workspace counted before it is allocated: where the GPU has not ``more`` bytes to give
+    (what the driver says is free and the pools hold freed: :func:`convcheck.check.memory.available_gpu`),
+    a MemoryError naming the figures, which the check records as ``refused`` (out of memory)."""
+    from ..memory import available_gpu, human
+
+    free = available_gpu()
+    if more > 0 and free is not None and more > free:
+        raise MemoryError(f"out of memory: plan {plan}'s workspace needs {human(more)} more, {human(free)} is free")
 
 
 def _zero_cropped_rows(prep: Prepared) -> None:
