@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 
 def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    time.sleep(0.5)
+    time.sleep(1.5)  # the first sweep holds its file long after the second has started
     return F.conv2d(input, weight, bias, stride, padding, dilation, groups)
 '''
 
