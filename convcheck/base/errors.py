@@ -123,11 +123,15 @@ def writable_file(path, option: str | None):
 
 
 def shown(text) -> str:
-    """``text`` from a record or a file as a terminal shows it safely: control characters (an escape sequence
-    that would recolour, move or clear the screen, a carriage return) written as ``\\x1b``-style escapes;
-    tabs and newlines as they are."""
-    return "".join(c if c in "\t\n" or (c >= " " and c != "\x7f" and not 0x80 <= ord(c) < 0xa0)
-                   else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+    """``text`` from a record or a file as a terminal or an XML file shows it safely: control characters (an
+    escape sequence that would recolour, move or clear the screen, a carriage return), lone surrogates and
+    the non-characters U+FFFE and U+FFFF written as ``\\x1b``-style escapes; tabs and newlines as they are."""
+    def safe(c: str) -> bool:
+        code = ord(c)
+        return c in "\t\n" or (code >= 0x20 and code != 0x7F and not 0x80 <= code < 0xA0
+                                 and not 0xD800 <= code < 0xE000 and code not in (0xFFFE, 0xFFFF))
+
+    return "".join(c if safe(c) else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
 
 
 def text_lines(path, option: str | None, expected: str) -> list[str]:

@@ -311,32 +311,27 @@ def pick_record(records: list[dict], index: int | None = None, name: str | None 
 def write_junit(records: list[dict], path) -> Path:
     """JUnit XML for CI systems: a testcase per record; failed, mistrusted, crashed and timeout
     are failures (a crash or a hang of the code under test is a finding about it, as a wrong
-    answer is), error is an error, unsupported and skipped are skipped."""
+    answer is), error is an error, unsupported and skipped are skipped. Text from the records goes through
+    :func:`~convcheck.base.errors.shown`: what XML 1.0 cannot hold (controls, lone surrogates) is what a
+    terminal must not get either."""
     import xml.etree.ElementTree as ET
-
-    import re
-
-    def xml_text(value) -> str:
-        """``value`` as XML 1.0 can hold it: the control characters it forbids written as \\xNN."""
-        return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]",
-                      lambda m: f"\\x{ord(m.group(0)):02x}", str(value))
 
     suite = ET.Element("testsuite", name="convcheck")
     counts = Counter()
     for rec in records:
         name = " ".join(str(x) for x in (record_label(rec), rec.get("dtype"), rec.get("layout"), rec.get("direction"),
                                          ",".join(rec.get("fuse") or []), rec.get("bound")) if x)
-        case = ET.SubElement(suite, "testcase", classname=xml_text(f"convcheck.{rec.get('source', 'check')}"),
-                             name=xml_text(name), time=f"{rec.get('time_s') or 0:.6f}")
+        case = ET.SubElement(suite, "testcase", classname=shown(f"convcheck.{rec.get('source', 'check')}"),
+                             name=shown(name), time=f"{rec.get('time_s') or 0:.6f}")
         status = of(rec.get("status"))
         detail = f"max|diff| {rec.get('max_abs_diff')}, err/bound {rec.get('bound_ratio')}, outside {rec.get('outside')}/{rec.get('total')}"
         element = status.junit if status is not None else "error"
         if element == "failure" and not status.answered:
-            ET.SubElement(case, "failure", message=xml_text(f"{status}: {rec.get('message')}")).text = json.dumps(rec.get("crash") or {})
+            ET.SubElement(case, "failure", message=shown(f"{status}: {rec.get('message')}")).text = json.dumps(rec.get("crash") or {})
         elif element == "failure":
-            ET.SubElement(case, "failure", message=xml_text(f"{status}: {rec.get('message') or detail}")).text = detail
+            ET.SubElement(case, "failure", message=shown(f"{status}: {rec.get('message') or detail}")).text = detail
         elif element is not None:
-            ET.SubElement(case, element, message=xml_text(rec.get("message") or str(rec.get("status"))))
+            ET.SubElement(case, element, message=shown(rec.get("message") or str(rec.get("status"))))
         if element is not None:
             counts[{"failure": "failures", "error": "errors", "skipped": "skipped"}[element]] += 1
     suite.set("tests", str(len(records)))

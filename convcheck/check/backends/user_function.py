@@ -79,7 +79,9 @@ class UserFunction:
             out, call = compute(problem, self.fn, x, w, dy, bias, called_as, self.name)
         except BadInput:
             raise
-        except Unsupported as e:  # your function declined the problem, in convcheck's words
+        except Unsupported as e:  # your function declined the problem, in convcheck's words (its reason alone)
+            if e.backend:  # convcheck's own refusal of how to call it (a convention's): as it was said
+                raise
             raise Unsupported(self.name, f"your function declined it: {e.reason}") from None
         except KeyboardInterrupt:  # raised by the function itself (a worker ignores the user's Ctrl-C)
             raise BadInput(f"your function {self.name} raised KeyboardInterrupt (on {problem.descriptor()}, "
