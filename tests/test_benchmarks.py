@@ -154,7 +154,9 @@ def test_fast_algorithms_stopped_by_sigterm_prints_the_tables_of_the_problems_th
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--problem", "mb1ic8ih10oc8oh10kh3ph1",
+    # problems of about half a second each: the signal sent on reading the first one's line finds the
+    # second running (a smaller one's grid could end first, and the signal then meet the exiting interpreter)
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "fast_algorithms.py"), "--problem", "mb2ic64ih32oc64oh32kh3ph1",
                              "--dtypes", "fp32", "--directions", "fprop,dgrad,wgrad", "--impls", "f4_lavin",
                              "--plants", "winograd-coefficient"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     first = proc.stderr.readline()

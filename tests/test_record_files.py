@@ -197,3 +197,17 @@ def test_a_function_that_raises_keyboard_interrupt_costs_its_record_not_the_swee
                       "--out", str(out), "--quiet")
     recs = read_records(out)
     assert [r["status"] for r in recs] == ["error", "error"] and "raised KeyboardInterrupt" in recs[0]["message"], said
+
+
+def test_in_the_users_own_process_a_keyboard_interrupt_is_a_stop():
+    """Where a function runs in the user's process (one a worker cannot import), a KeyboardInterrupt may
+    be their Ctrl-C, or a stop handler's (a benchmark's SIGTERM): it stops the run, never a record."""
+    import pytest
+
+    from convcheck.api.function_check import check_conv_function
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check_conv_function(stop, ["mb1ic2ih5oc2oh5kh3ph1"])

@@ -83,7 +83,10 @@ class UserFunction:
             if e.backend:  # convcheck's own refusal of how to call it (a convention's): as it was said
                 raise
             raise Unsupported(self.name, f"your function declined it: {e.reason}") from None
-        except KeyboardInterrupt:  # raised by the function itself (a worker ignores the user's Ctrl-C)
+        except KeyboardInterrupt:
+            if not _IN_WORKER:  # in the user's own process it may be their Ctrl-C (or a stop handler's): a stop
+                raise
+            # a worker ignores the user's Ctrl-C: the function raised it itself
             raise BadInput(f"your function {self.name} raised KeyboardInterrupt (on {problem.descriptor()}, "
                            f"{problem.direction} {problem.dtype})", option="backend") from None
         except NotImplementedError as e:  # ... or in Python's
@@ -251,6 +254,7 @@ def check_signature(name: str, convention: str | None = None, direction: str | N
 
 _LOADED: dict[tuple, UserFunction] = {}
 _REGISTERED: dict[str, UserFunction] = {}
+_IN_WORKER = False  # set by a supervised worker (campaign.workers), which ignores the user's Ctrl-C
 
 
 def is_user_function(name: str) -> bool:
@@ -319,7 +323,10 @@ def shippable() -> dict:
 
 def receive(functions: dict) -> None:
     """In a worker: register what :func:`shippable` sent (one that fails to load is left out:
-    its checks then say the backend is unknown)."""
+    its checks then say the backend is unknown). A KeyboardInterrupt a function raises there is its
+    own, not the user's stop: it costs its record."""
+    global _IN_WORKER
+    _IN_WORKER = True
     for name, blob in functions.items():
         try:
             _REGISTERED[name] = pickle.loads(blob)
