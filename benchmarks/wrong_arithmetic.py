@@ -126,6 +126,27 @@ def _fp16_store(direction, y):
     return y.to(torch.float16).float()
 
 
+def _bf16_store(direction, y):
+    return y.to(torch.bfloat16).float()
+
+
+def _products_rounded(x, w, bias, stride, padding, dilation, groups, dtype):
+    """fprop, 2-D: every product rounded to ``dtype`` (the tensors' type), then an fp32 sum (torch.unfold's
+    columns times the weights, group by group: written apart from convcheck's own sum of rounded products)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    parts = []
+    for g in range(groups):
+        cols = torch.nn.functional.unfold(x[:, g * cg:(g + 1) * cg], (kh, kw), dilation=dilation, padding=padding,
+                                          stride=stride)  # [n, cg*kh*kw, L]
+        wg = w[g * og:(g + 1) * og].reshape(1, og, -1, 1)
+        parts.append((cols[:, None] * wg).to(dtype).float().sum(dim=2))
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    y = torch.cat(parts, dim=1).reshape(n, o, oh, -1)
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+
+
 def _row_unwritten(direction, y):
     y = y.clone()
     y[0, :, -1] = 0  # image 0 (dw: output channel 0), the last row of the first spatial axis, every channel
@@ -192,6 +213,11 @@ WRONG = {
                          applies=lambda d, p: (p.dtype == "fp32" and p.ndim == 2 and p.kernel == (3, 3) and p.groups == 1
                                                and p.stride == (1, 1) and p.dilation == (1, 1) and p.mode == "xcorr"
                                                and p.pad_pre == p.pad_post)),
+    "products_rounded": Wrong({"family": "products"}, directions=("fprop",),
+                              applies=lambda d, p: (p.dtype in ("fp16", "bf16") and p.ndim == 2 and p.mode == "xcorr"
+                                                    and p.pad_pre == p.pad_post and _plain(p))),
+    "autocast_bf16": Wrong({"family": "autocast", "type": "bf16"}, operands=_round_operands("bf16"), result=_bf16_store,
+                           applies=lambda d, p: p.dtype == "fp32"),
     "noise": Wrong({"family": None}, result=_noise),
 }
 
@@ -259,6 +285,9 @@ def function(name: str, direction: str) -> Callable:
             ops = wrong.operands(direction, ops, geom)
         if name == "bf16_running_sum":
             y = _running_sum(direction, ops, geom, lambda o: direction_result(o, size, geom))
+        elif name == "products_rounded":
+            y = _products_rounded(ops["x"], ops["w"], ops.get("bias"), geom["stride"], geom["padding"], geom["dilation"],
+                                  geom["groups"], out_dtype)
         else:
             y = direction_result(ops, size, geom)
         if wrong.result is not None:
@@ -283,7 +312,7 @@ def right(expect: dict, explanation: dict | None, problem) -> bool:
     if family is None or explanation["family"] not in _families(expect, problem):
         return False
     detail = explanation.get("detail", {})
-    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation"):
+    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation", "autocast"):
         if expect["type"] not in (detail.get("types") or [detail.get("type")]):
             return False
     if expect.get("operands"):  # an operand its values leave unchanged may be named or not

@@ -84,16 +84,36 @@ def cases_dir() -> Path:
     return CASES
 
 
-def run_cli(*args, cwd=None, env=None):
-    """Run ``python -m convcheck`` in a subprocess; returns CompletedProcess."""
+def run_cli(*args, cwd=None, env=None, process=False):
+    """``convcheck ARGS``, as a CompletedProcess: in this process (its checks in the process's one supervised
+    worker, as a command's are), unless the test's subject needs a process of its own (``process``: the
+    installed entry point, signals, what a fresh interpreter does) or another environment (``env``)."""
     import subprocess
 
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
-    if env:
-        full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, timeout=600)
+    if process or env:
+        full_env = dict(os.environ)
+        full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+        full_env.update(env or {})
+        return subprocess.run([sys.executable, "-m", "convcheck", *args], capture_output=True, text=True,
+                              cwd=cwd, env=full_env, timeout=600)
+    import contextlib
+    import io
+
+    from convcheck.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:  # argparse's own exit (--help, a usage error)
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["convcheck", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 #: Where scripts/setup.sh --tests puts the other supported cudnn-frontend releases, one folder each.

@@ -211,8 +211,9 @@ def test_engines_and_a_sweep_of_every_engine_say_unsupported_for_a_declined_grap
     from convcheck.check import backends, memory
     from convcheck.check.engines import check_engines
 
-    monkeypatch.setattr(backends, "require", lambda name, device: None)  # as on a machine with a GPU
+    monkeypatch.setattr(backends, "require", lambda *args: None)  # as on a machine with a GPU
     monkeypatch.setattr(memory, "require_fits", lambda *args, **kwargs: None)
+    monkeypatch.setattr(memory, "require_room", lambda *args, **kwargs: (None, None))
     p = parse_descriptor("mb1ic4ih6oc4oh6kh3ph1", dtype="bf16")
     with pytest.raises(Unsupported) as raised:
         check_engines(p)
@@ -230,16 +231,20 @@ def _failed_cudnn_check(dtype: str, plant: str, notes: list, monkeypatch):
     ``plan_notes`` would read them on a GPU; then judged again by the plan's bound."""
     from convcheck.check import pipeline
     from convcheck.check.backends import cudnn_graph
+    from convcheck.check.implementation import Backend
+    from convcheck.check.judging import for_check
+    from convcheck.check.spec import CheckSpec
 
     p = parse_descriptor("mb2ic64ih8oc8oh8kh3ph1", dtype=dtype)
     result = run_check(p, backend="torch", reference="torch64", plant=plant, keep_outputs=True, diagnose=0)
     assert result.status == "failed" and result.comparison.bound == "elementwise"
     ours, ref, inputs = result.outputs
-    result.plan.backend = "cudnn"
+    result.plan.backend, result.plan.under_test = "cudnn", Backend("cudnn", "cuda", cudnn_graph)
     result.planted = None
     result.backend_info = {"engine": "eng0", "plan_index": 0}
     monkeypatch.setattr(cudnn_graph, "plan_notes", lambda problem, heuristics=None: ({0: list(notes)}, ""))
-    pipeline._judge_by_the_plan(result, ours, ref, inputs, None, "cpu", explicit=False)
+    asked = for_check(CheckSpec(problem=p, backend="cudnn", reference="torch64"), result.plan, room=False)
+    pipeline._judge_by_the_plan(result, asked, ours, ref, inputs, None)
     return result
 
 

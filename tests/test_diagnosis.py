@@ -76,6 +76,39 @@ def test_a_wrong_function_is_named_first(name, direction, desc, family, says):
     assert cause.family == family and says in cause.what, cause.what
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("desc", ["mb1ic256ih14oc32oh14kh3ph1", "mb2ic256ih14oc32oh14kh1ph0", "g2mb2ic32ih12oc16oh6kh3sh2ph1",
+                                  "mb2ic64ih10oc16oh10kh3ph1"])
+def test_products_rounded_to_the_tensor_type_before_an_fp32_sum_are_named(desc, dtype):
+    """A real library's arithmetic (issue 63): named so on 3x3 and 1x1 layers alike, grouped and strided,
+    not as a running sum kept in the tensor type (the cheaper, truer cause is found first)."""
+    backend = user_function.register(wa.function("products_rounded", "fprop"))
+    cause = _first(run_spec(CheckSpec(problem=parse_descriptor(desc, dtype=dtype), backend=backend, device="cpu")))
+    assert cause.family == "products" and f"rounded to {dtype}" in cause.what, cause.what
+
+
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("desc", [SMALL, "g2mb2ic16ih9oc8oh4kh3sh2ph0", "mb2ic32ih6oc16oh6kh1ph0"])
+def test_autocasts_operands_and_output_in_bf16_are_named_together(desc, direction):
+    backend = user_function.register(wa.function("autocast_bf16", direction))
+    cause = _first(run_spec(CheckSpec(problem=parse_descriptor(desc, direction=direction), backend=backend, device="cpu")))
+    assert cause.family == "autocast" and cause.detail["type"] == "bf16", cause.what
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_a_half_precision_check_is_offered_causes_in_its_own_type_only(dtype):
+    """No fp16 store or fp16 running sum on a bf16 check (nor bf16 on an fp16 one): a cause is offered in
+    terms of the check's own types."""
+    from convcheck.check import causes
+    from convcheck.check.fill import make_inputs
+
+    p = parse_descriptor("mb1ic32ih6oc8oh6kh3ph1", dtype=dtype)
+    other = {"fp16": "bf16", "bf16": "fp16"}[dtype]
+    offered = [c for c in causes.candidates(p, make_inputs(p, 0).host()) if c.family in ("output", "accumulation")]
+    assert offered and all(c.detail["type"] == dtype for c in offered), [c.what for c in offered]
+    assert not any(other in c.what for c in offered)
+
+
 def test_a_fast_algorithm_is_the_cause_only_where_no_arithmetic_explains_it():
     backend = user_function.register(wa.function("winograd_f4", "fprop"))
     p = parse_descriptor("mb1ic16ih12oc16oh12kh3ph1")

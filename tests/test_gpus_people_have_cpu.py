@@ -69,7 +69,7 @@ def test_engines_and_a_sweep_of_every_engine_on_a_t4_say_so(a_t4, monkeypatch, d
     from convcheck.check import backends
     from convcheck.check.engines import check_engines
 
-    monkeypatch.setattr(backends, "require", lambda name, device: None)  # the backend is there: the GPU is a T4
+    monkeypatch.setattr(backends, "require", lambda *args: None)  # the backend is there: the GPU is a T4
     p = parse_descriptor("mb2ic8ih9oc8oh9kh3ph1", dtype=dtype)
     with pytest.raises(Unsupported) as raised:
         check_engines(p)

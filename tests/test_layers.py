@@ -109,9 +109,11 @@ def _pipeline_entries(spec, inputs=None):
 
 
 def test_a_check_enters_each_module_of_its_pipeline_once():
-    """benchdnn's doit: the plan, the judging, the fill, the run, the reference, the magnitudes, the
-    comparison, the verdict and the environment, each asked once (issue 45). A failure's diagnosis is a
-    search after the verdict, one cause after another (tests/test_diagnosis.py): its own stage, off here."""
+    """benchdnn's doit: the plan, the fill, the run, the reference, the magnitudes, the comparison, the
+    verdict and the environment, each asked once (issue 45); the judging twice, what the check asks
+    before it runs and the bound from what the run said it computed after (issue 61); the implementations
+    once each, the one under test and the reference. A failure's diagnosis is a search after the verdict,
+    one cause after another (tests/test_diagnosis.py): its own stage, off here."""
     from convcheck import CheckSpec, parse_descriptor
 
     user = f"{PACKAGE.parent / 'tests' / 'wrong_everywhere.py'}:fprop"
@@ -124,7 +126,9 @@ def test_a_check_enters_each_module_of_its_pipeline_once():
                        plant="drop-channel", diagnose=0)]
     for spec in specs:
         entries = _pipeline_entries(spec)
-        assert entries and set(entries.values()) == {1}, (spec.backend, spec.bound, spec.plant, dict(entries))
+        twice = {"check.judging", "check.implementation"}
+        assert entries and {m: n for m, n in entries.items() if m not in twice} == dict.fromkeys(set(entries) - twice, 1), dict(entries)
+        assert entries["check.judging"] == 2 and entries["check.implementation"] <= 2, (spec.backend, spec.plant, dict(entries))
         assert {"check.plan", "check.judging", "check.fill", "check.compare", "check.verdict"} <= set(entries)
 
 

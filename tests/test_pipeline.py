@@ -13,7 +13,8 @@ import torch
 from convcheck.base.inputs import ConvInputs
 from convcheck.check import fill
 from convcheck.check.plan import Plan
-from convcheck.check.pipeline import bound_for_plan, plan_bound, run_check
+from convcheck.check.judging import bound_for_plan, plan_bound
+from convcheck.check.pipeline import run_check
 from convcheck.base.errors import BadInput
 from convcheck.problem.descriptor import parse_descriptor
 

@@ -240,7 +240,7 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     it, and its allowance is convcheck's, element for element. The record is one whose inputs were
     drawn on the host, so that this runs without a GPU; a GPU-drawn one is refused here in one line."""
     from convcheck.check.plan import Plan
-    from convcheck.check.pipeline import PlanJudging, plan_bound
+    from convcheck.check.judging import PlanJudging, plan_bound
     from convcheck.numerics.fast_bound import from_engine_notes
     from convcheck.output.repro import write_script
 

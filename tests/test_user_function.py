@@ -182,6 +182,38 @@ def test_a_changed_function_is_not_mistaken_for_the_same_one(tmp_path):
     assert rerun.returncode == 0 and "reproduced exactly" in rerun.stderr, rerun.stderr
 
 
+def test_the_readme_line_passes_a_correct_2d_function_and_says_what_it_left_out(capsys):
+    """``assert_conv_function(my_conv2d)``: the first 1-D and 3-D problems are not taken (conv2d raises),
+    the 2-D ones are, so those dimensions are left out, with a warning and a record saying so."""
+    from tests import only_2d
+
+    with pytest.warns(UserWarning, match=r"left out the 2 3-D problem\(s\).*dims=\(3,\)"):
+        recs = assert_conv_function(only_2d.my_conv2d, progress=True)
+    left = [r for r in recs if r["status"] == "unsupported"]
+    assert sorted(r["name"] for r in left) == ["1-D", "3-D"] and all("pass dims=" in r["message"] for r in left)
+    assert all(r["status"] == "passed" for r in recs if r not in left) and len(recs) == 16
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("[1/18] ") and said[-1].startswith("[16/16] ") and said[-1].endswith(": passed"), said  # 2 left out
+
+
+def test_a_function_no_dimension_takes_fails_and_one_given_dims_is_checked_on_them_all():
+    from tests import only_2d
+
+    with pytest.raises(AssertionError, match="2 of 2 checks of your convolution failed"):
+        assert_conv_function(only_2d.my_conv2d, ["mb2ic4iw9oc4ow9kw3pw1", "mb2ic4iw8oc4ow8kw3pw1"])
+    with pytest.raises(AssertionError, match="raised RuntimeError"):
+        assert_conv_function(only_2d.my_conv2d, dims=(1, 2))
+
+
+def test_a_function_that_cannot_take_an_argument_is_told_what_it_was_called_with():
+    from tests import only_2d
+
+    (rec,) = check_conv_function(only_2d.stride_as_int, ["mb2ic4ih9oc4oh9kh3ph1"])
+    assert rec["status"] == "error" and "stride must be an int, got (1, 1)" in rec["message"]
+    assert ("called with input [2, 4, 9, 9] fp32, weight [4, 4, 3, 3] fp32, bias None, stride (1, 1), padding (1, 1), "
+            "dilation (1, 1), groups 1") in rec["message"], rec["message"]
+
+
 def test_problems_can_be_named_listed_or_a_file(tmp_path):
     batch = tmp_path / "b.txt"
     batch.write_text("mb2ic8ih9oc8oh9kh3ph1\n")
@@ -249,3 +281,36 @@ def test_a_function_declines_a_problem_and_the_check_is_unsupported(tmp_path, ho
     done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--dtype", "fp16,fp32", "--backend", fn, "--out", str(out), "--quiet")
     statuses = sorted(json.loads(line)["status"] for line in out.read_text().splitlines())
     assert statuses == ["passed", "unsupported"] and done.returncode == 0, done.stderr
+
+
+def test_a_record_names_the_versions_of_the_packages_your_function_file_imports(tmp_path):
+    """Read from the file's syntax tree, never by running it: an import inside a function counts, the
+    standard library does not."""
+    source = tmp_path / "mine.py"
+    source.write_text("import math\nimport numpy as np\n\n"
+                      "def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+                      "    import torch.nn.functional as F\n"
+                      "    return F.conv2d(input, weight, bias, stride, padding, dilation, groups)\n")
+    (rec,) = check_conv_function(user_function.load(f"{source}:conv").fn, ["mb1ic4ih6oc4oh6kh3ph1"])
+    # a function from a module loaded by its path: no worker can import it, so it runs here, and says so
+    assert rec["status"] == "passed" and any("not on the import path" in n for n in rec["notes"]), rec
+    imports = rec["versions"]["user_function_imports"]
+    assert imports["numpy"] == np.__version__ and imports["torch"] == torch.__version__ and "math" not in imports
+
+
+def test_two_sweeps_under_two_values_of_a_named_variable_are_two_checks(tmp_path):
+    """--environment names what chooses your code's path: its value is in each record and its key, so a
+    resumed sweep under another value checks again, and the known framework switches are recorded unasked."""
+    from convcheck.campaign.records import read_records
+
+    out = tmp_path / "r.jsonl"
+    argv = ("sweep", "mb1ic4ih6oc4oh6kh3ph1", "--backend", "tests/only_2d.py:my_conv2d", "--environment", "MY_SWITCH",
+            "--out", str(out), "--quiet")
+    for value in ("a", "a", "b"):
+        done = run_cli(*argv, "--resume", env={"MY_SWITCH": value, "KERAS_BACKEND": "jax"}, cwd=REPO)
+        assert done.returncode == 0, done.stdout + done.stderr
+    recs = read_records(out)
+    assert [r["environment"] for r in recs] == ["KERAS_BACKEND=jax;MY_SWITCH=a", "KERAS_BACKEND=jax;MY_SWITCH=b"]
+    assert recs[0]["key"] != recs[1]["key"]
+    rerun = run_cli("rerun", str(out), "--index", "2", "--trust-backend", "--json", env={"MY_SWITCH": "b", "KERAS_BACKEND": "jax"}, cwd=REPO)
+    assert rerun.returncode == 0 and json.loads(rerun.stdout.strip().splitlines()[-1])["environment"] == recs[1]["environment"], rerun.stderr

@@ -18,6 +18,9 @@ The function has torch's signature for each direction (see
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
@@ -92,13 +95,20 @@ def _backend_names(fn, directions: Iterable[str]) -> dict[str, str]:
 
 def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *, directions=("fprop",),
                         dtypes=("fp32",), layouts=("nchw",), device: str | None = None, seeds: int = 1,
-                        mb: int | None = None, dims=(1, 2, 3), bound: str | None = None,
+                        mb: int | None = None, dims=None, bound: str | None = None,
                         plant: str | None = None, algorithm: str | None = None, convention: str | None = None,
-                        diagnose: int | None = None) -> list[dict]:
+                        diagnose: int | None = None, progress: bool | None = None,
+                        environment: Iterable[str] = ()) -> list[dict]:
     """Check ``fn`` on every problem x direction x dtype x layout x seed; return the records
     (the same JSON-able dicts a sweep writes). ``fn``: one callable for every direction asked,
     or ``{"fprop": f, "dgrad": g, "wgrad": h}``. ``dims``: the dimensions your function handles
-    (problems of others are left out). ``bound``: as ``convcheck check --bound`` (default auto:
+    (problems of others are left out); None, the default: the first problem of each dimension is
+    checked first, and a dimension whose first problem your function raises on (or declines) is left
+    out where another dimension's is taken, with a warning and an ``unsupported`` record saying so (a
+    ``conv2d`` is checked on 2-D problems only). ``progress``: a line per check on stderr (None: where
+    stderr is a terminal). ``environment``: the names of environment variables that choose your code's
+    path (a framework's back end): their values go in every record and its key (the variables known to
+    choose a framework's path are recorded besides). ``bound``: as ``convcheck check --bound`` (default auto:
     exact for fp32/tf32). ``plant``: a bug planted around your function (the checks must fail).
     ``algorithm``: how your function computes, ``"winograd:M"`` (F(MxM,RxR), optionally ``:lavin``,
     ``:onednn`` or its points) to be judged by that algorithm's bound (:mod:`convcheck.numerics.fast_bound`;
@@ -126,7 +136,7 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
         CheckSpec(backend=name, convention=convention).check_call()
     todo = []
     for p in problems_from(problems, mb):
-        if p.ndim not in dims:
+        if dims is not None and p.ndim not in dims:
             continue
         for direction in directions:
             if p.fuse and direction != "fprop":
@@ -138,20 +148,88 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
                         # a sweep's own record of one problem: your function's failures (it raised,
                         # or returned the wrong shape or type) become error records, as in a sweep
                         options = SweepOptions(backend=names[direction], device=device, bound=bound, seed=seed, plant=plant,
-                                               algorithm=algorithm, convention=convention, diagnose=diagnose)
+                                               algorithm=algorithm, convention=convention, diagnose=diagnose,
+                                               environment=tuple(sorted(set(environment))) or None)
                         todo.append((len(todo), Item("python", q), options))
     functions = list(fn.values()) if isinstance(fn, Mapping) else [fn]
     why = next((r for r in map(not_shippable, functions) if r), None)
     if why is None:  # in a supervised worker: a crash, an exit or a hang of your function is a record
-        done = dict(SupervisedExecutor(1).checks(todo))
-        records = [rec | {"name": item.problem.name} for i, item, _ in todo for rec in done.get(i, [])]
+        executor = SupervisedExecutor(1)
+
+        def run(batch):
+            return dict(executor.checks(batch))
     else:
         note = f"not isolated from crashes: {why}; define it at the top level of an importable module"
-        records = [rec | {"name": item.problem.name, "notes": rec.get("notes", []) + [note]}
-                   for _, item, options in todo for rec in check_item(item, options)]
+
+        def run(batch):
+            return {i: [rec | {"notes": rec.get("notes", []) + [note]} for rec in check_item(item, options)]
+                    for i, item, options in batch}
+    show = _Progress(len(todo)) if (sys.stderr.isatty() if progress is None else progress) else None
+    done = _checked(todo, run, show, probe=dims is None)
+    records = [rec | {"name": item.problem.name} for i, item, _ in todo for rec in done.get(i, [])]
     if not records:
         raise BadInput(f"no problem to check: none of the problems has a dimension in dims={tuple(dims)}", option="dims")
     return records
+
+
+class _Progress:
+    """Says each check as it ends, on stderr: ``[3/16] mb2ic16ih14... fprop fp32: passed``; ``total`` is
+    what will run (fewer once a dimension is left out)."""
+
+    def __init__(self, total: int):
+        self.total, self.count = total, 0
+
+    def __call__(self, item, recs) -> None:
+        self.count += 1
+        p = item.problem
+        said = ", ".join(sorted({r["status"] for r in recs})) or "no record"
+        print(f"[{self.count}/{self.total}] {p.descriptor()} {p.direction} {p.dtype}: {said}", file=sys.stderr, flush=True)
+
+
+def _checked(todo: list, run, show, probe: bool) -> dict:
+    """{i: records} of every check of ``todo`` (``run``: a batch's records), saying each (``show``). With
+    ``probe``, the first check of each dimension runs first: a dimension whose first check your function
+    raised on or declined, where another's it took, is left out (its first record becomes ``unsupported``,
+    saying so, and a warning names it)."""
+    done: dict = {}
+
+    def each(batch):
+        got = run(batch)
+        for i, item, _ in batch:
+            if show is not None:
+                show(item, got.get(i, []))
+        done.update(got)
+
+    if not probe:
+        each(todo)
+        return done
+    first = {}
+    for entry in todo:
+        first.setdefault(entry[1].problem.ndim, entry)
+    each(list(first.values()))
+    declined = {nd: done[i] for nd, (i, _, _) in first.items()
+                if done.get(i) and all(_declined(r) for r in done[i])}
+    if len(declined) == len(first):
+        declined = {}  # it takes no dimension: its errors are the findings
+    for nd, recs in declined.items():
+        left = sum(1 for _, item, _ in todo if item.problem.ndim == nd)
+        why = recs[0].get("message", "")
+        said = (f"left out the {left} {nd}-D problem(s): your function did not take the first one ({why}); "
+                f"pass dims=({nd},) to check them")
+        warnings.warn(f"convcheck: {said}", stacklevel=4)
+        for rec in recs:
+            rec.update(status="unsupported", message=said)
+    rest = [entry for entry in todo if entry[1].problem.ndim not in declined and entry not in first.values()]
+    if show is not None:
+        show.total = len(first) + len(rest)
+    each(rest)
+    return done
+
+
+def _declined(rec: dict) -> bool:
+    """Whether a record says your function raised on or declined its problem (not that it computed wrongly)."""
+    return rec.get("status") == "unsupported" or (rec.get("status") == "error"
+                                                 and "your function" in str(rec.get("message", "")))
 
 
 def describe(rec: dict) -> str:

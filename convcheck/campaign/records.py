@@ -27,26 +27,11 @@ def record_key(rec: dict) -> str:
     field of :meth:`convcheck.check.spec.CheckSpec.identity`, so every choice that can change a verdict.
     A record of an --all-engines sweep also names its plan (``engine``); without that
     field the key is the problem's within that sweep (what ``--resume`` skips)."""
-    key = "|".join(str(rec.get(k)) for k in (
-        "problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug"))
-    if rec.get("engines"):
-        key += f"|engines={rec['engines']}"
-    if rec.get("engine"):
-        key += f"|engine={rec['engine']}"
-    if rec.get("engine_pinned"):  # one plan asked for by name (shrink, hunt --engine)
-        key += f"|pinned={rec['engine_pinned']}"
-    if rec.get("algorithm"):  # the fast algorithm a function declared: winograd:4 and winograd:6 are two checks
-        key += f"|algorithm={rec['algorithm']}"
-    if rec.get("convention"):  # your function called as NHWC NumPy or as torch's: two calls
-        key += f"|convention={rec['convention']}"
-    if rec.get("precision"):  # a runtime's precision asked for: OpenVINO in f32 and as shipped are two checks
-        key += f"|precision={rec['precision']}"
-    if rec.get("contract"):  # your function judged as staged or as fp32 sums: two verdicts
-        key += f"|contract={rec['contract']}"
-    level = rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None)
-    if level:  # given data judged at the probable or the rigorous level: two verdicts
-        key += f"|level={level}"
-    return key
+    from ..check.spec import KEY_ALWAYS, KEY_WHERE_SET
+
+    key = "|".join(str(rec.get(k)) for k in KEY_ALWAYS)
+    said = dict(rec, level=rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None))  # older given-data records name none
+    return key + "".join(f"|{name}={said[field]}" for field, name in KEY_WHERE_SET.items() if said.get(field))
 
 
 def record_label(rec: dict) -> str:

@@ -26,7 +26,10 @@ The protocol, over a socket pair (``multiprocessing.connection``: pickled messag
 supervisor -> worker ``boot`` dict, then ``(function "module:name", args)`` per task, ``None``
 to end; worker -> supervisor ``("ready", pid)``, ``("stage", stage, plan)``, then one of
 ``("done", value, fault)``, ``("raised", exception or None, text, stage, plan)``,
-``("exited", code, stage, plan)`` (``sys.exit`` inside the task).
+``("exited", code, stage, plan)`` (``sys.exit`` inside the task); and, while a task runs, what it
+writes to ``sys.stdout`` / ``sys.stderr`` as ``("out", 1 or 2, text)``, which the supervisor writes to
+its own (so a command's output goes where the command's caller looks: a terminal, a notebook's cell, a
+test's capture). What native code writes to the file descriptors goes where the worker's point.
 """
 
 from __future__ import annotations
@@ -336,6 +339,14 @@ class Supervisor:
 
     def _message(self, w: _Worker, msg) -> Outcome | None:
         kind = msg[0]
+        if kind == "out":  # the task's output, written where this process writes its own
+            stream = sys.stdout if msg[1] == 1 else sys.stderr
+            try:
+                stream.write(msg[2])
+                stream.flush()
+            except (OSError, ValueError):  # the reader went away: the task's outcome still counts
+                pass
+            return None
         if kind == "stage":
             w.stage = (msg[1], msg[2])
             return None
@@ -608,6 +619,8 @@ def answer(conn, fn: str, args: tuple) -> str | None:
     is replaced, so that the next task does not fail in a dead context and get the blame."""
     from ..base import stages
 
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Forward(conn, 1), _Forward(conn, 2)
     try:
         value = _call(fn)(*args)
     except SystemExit as e:
@@ -616,12 +629,41 @@ def answer(conn, fn: str, args: tuple) -> str | None:
     except BaseException as e:  # noqa: BLE001 - whatever the task lets out goes back to the supervisor
         _send_exception(conn, e)
         return cuda_fault()
+    finally:
+        sys.stdout, sys.stderr = streams
     fault = cuda_fault()
     try:
         conn.send(("done", value, fault))
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         _send_exception(conn, RuntimeError(f"the task's answer could not be sent back: {e}"))
     return fault
+
+
+class _Forward:
+    """A task's ``sys.stdout`` or ``sys.stderr`` in a worker: each write goes to the supervisor, which
+    writes it to its own stream of that number."""
+
+    encoding, errors = "utf-8", "replace"
+
+    def __init__(self, conn: Connection, number: int):
+        self.conn, self.number = conn, number
+
+    def write(self, text: str) -> int:
+        if text:
+            self.conn.send(("out", self.number, str(text)))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.number  # what native code would write to: the worker's own descriptor
 
 
 def _quick_exit(code: int) -> None:

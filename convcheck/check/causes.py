@@ -15,6 +15,7 @@ tested, and what explains a failure, is :mod:`convcheck.check.diagnose`'s.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
@@ -41,6 +42,10 @@ FAMILIES = {
     "groups": "grouped channels mixed: each group reads its neighbour's channels (an offset by one group)",
     "dropped": "part of the computation missing: a channel never read, or outputs never written "
                "(a loop bound, a grid too small, a tail left out)",
+    "products": "each product rounded to the tensor type before an fp32 sum: a kernel that multiplies in half "
+                "precision and adds in fp32 (a vectorised half-precision multiply with a widening add)",
+    "autocast": "the operands and the output in a narrower type: torch.autocast (bf16 on the CPU, fp16 on CUDA), a "
+                "mixed-precision policy, or a model cast to half precision",
     "bias": "the bias wrong: missing, added twice, or broadcast along another axis",
     "activation": "the activation applied where the problem has none, or left out where it has one",
     "algorithm": "a fast algorithm (Winograd, FFT): transformed arithmetic, correct within its own error bound; "
@@ -98,8 +103,9 @@ class Cause:
     #: implementation's output lies in [rnd(answer - allowed), rnd(answer + allowed)]: that interval is
     #: its tolerance (one flip of the rounding where the two sums straddle a rounding point, none elsewhere)
     rounded_to: str | None = None
-    #: computes the interval the implementation's output must lie in itself, from (run, problem, inputs),
-    #: where a change to the problem cannot say it (a narrow running sum): returns (lo, hi) tensors
+    #: computes its answer itself, from (run, problem, inputs), where a change to the problem cannot say it:
+    #: returns (lo, hi) tensors, the interval the implementation's output must lie in (a narrow running sum),
+    #: or one float64 tensor, an answer judged by the check's tolerance as any cause's (products rounded)
     compute: Callable | None = None
     algorithm: Any = None           # a fast algorithm: its answer is the reference's, judged by its bound
     detail: dict = field(default_factory=dict)
@@ -161,12 +167,91 @@ def round_to(y, torch_dtype: str):
     return y.to(getattr(torch, torch_dtype)).to(torch.float64)
 
 
+def _own_narrow(problem):
+    """The narrow types a cause of ``problem`` may be in: the check's own where it is fp16 or bf16 (a cause is
+    offered in terms of the check's types: no fp16 store on a bf16 check), else both."""
+    return [n for n in NARROW if problem.dtype not in ("fp16", "bf16") or n[0] == problem.dtype]
+
+
 def _output(problem, inputs, ours, ref):
     storage = dtypes.get(problem.dtype).storage
-    for name, u, tname in NARROW:
+    for name, u, tname in _own_narrow(problem):
         if tname == storage:
             continue
         yield Cause("output", f"the output stored in {name}", problem, inputs, rounded_to=tname, detail={"type": name})
+
+
+def _autocast(problem, inputs, ours, ref):
+    """Both operands rounded to fp16 or bf16 and the output stored in that type (an fp32 check): what
+    torch.autocast computes, two roundings no single cause of the catalogue makes together."""
+    if problem.dtype not in ("fp32", "tf32"):
+        return
+    roles = OPERANDS[problem.direction]
+    for name, u, tname in NARROW:
+        rnd = dict(ROUNDINGS)[name]
+        rounded = {r: rnd(getattr(inputs, r)) for r in roles}
+        if not any(_changed(rounded[r], getattr(inputs, r)) for r in roles):
+            continue
+        what = " and ".join(OPERAND_NAMES[r] for r in roles)
+        yield Cause("autocast", f"{what} rounded to {name} and the output stored in {name}", problem,
+                    replace(inputs, **rounded), rounded_to=tname, detail={"type": name, "operands": list(roles)})
+
+
+def _products(problem, inputs, ours, ref):
+    """Each product rounded to the tensor type, then an fp32 sum: a plain fprop in fp16 or bf16."""
+    if problem.direction != "fprop" or problem.fuse or problem.dtype not in ("fp16", "bf16"):
+        return
+    name, tname = next((n, t) for n, _, t in NARROW if n == problem.dtype)
+    yield Cause("products", f"each product rounded to {name}, then summed in fp32", problem, inputs,
+                compute=_rounded_products(tname), detail={"type": name})
+
+
+#: Products held at once while summing rounded products (float64 elements: 32 MiB).
+PRODUCTS_AT_ONCE = 1 << 22
+
+
+def sum_of_rounded_products(problem, x, w, tname: str):
+    """fprop's sum of its products, each rounded to ``tname`` first, in float64 (torch tensors in, a
+    float64 tensor [mb, oc, *output] out): one kernel tap at a time, the products of a block of input
+    channels at once."""
+    import itertools
+
+    import torch
+
+    if problem.mode == "conv":
+        w = w.flip(dims=tuple(range(2, w.dim())))
+    pad = [v for a in reversed(range(problem.ndim)) for v in (problem.pad_pre[a], problem.pad_post[a])]
+    xp = torch.nn.functional.pad(x, pad)  # a negative back padding crops
+    g, out = problem.groups, problem.output
+    cg, og = problem.ic // g, problem.oc // g
+    total = torch.zeros((x.shape[0], problem.oc, *out), dtype=torch.float64, device=x.device)
+    chunk = max(1, PRODUCTS_AT_ONCE // max(1, x.shape[0] * og * math.prod(out)))
+    narrow = getattr(torch, tname)
+    for tap in itertools.product(*(range(k) for k in problem.kernel)):
+        window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, problem.dilation, out, problem.stride))
+        xs = xp[(slice(None), slice(None)) + window]
+        for gi in range(g):
+            wg = w[(slice(gi * og, (gi + 1) * og), slice(None)) + tap]  # [og, cg]
+            for c0 in range(0, cg, chunk):
+                xc = xs[:, gi * cg + c0:gi * cg + min(cg, c0 + chunk)]  # [n, c, *out]
+                wc = wg[:, c0:c0 + chunk].reshape(1, og, -1, *([1] * problem.ndim))
+                total[:, gi * og:(gi + 1) * og] += (xc[:, None] * wc).to(narrow).to(torch.float64).sum(dim=2)
+    return total
+
+
+def _rounded_products(tname: str):
+    """The float64 sum of the products each rounded to ``tname``: judged, as any cause's answer, by the
+    check's own tolerance (the fp32 sum and the store in the tensor type that follow the rounding); its
+    magnitudes cost one convolution of the budget."""
+    def compute(run, problem, inputs):
+        import torch
+
+        def t(a):
+            return torch.from_numpy(np.asarray(a, dtype=np.float64))
+
+        device = run(problem, _absolute(inputs)).device  # charged as the convolution it is, and where answers live
+        return sum_of_rounded_products(problem, t(inputs.x), t(inputs.w), tname).to(device)
+    return compute
 
 
 def _reduced_axis(problem) -> tuple[str, int]:
@@ -279,7 +364,7 @@ def _accumulation(problem, inputs, ours, ref):
     axis, total = _reduced_axis(problem)
     shared: dict = {}
     for size in _sizes(total):  # the fewest blocks (the cheapest) first
-        for name, u, tname in NARROW:
+        for name, u, tname in _own_narrow(problem):
             yield Cause("accumulation", f"the running sum kept in {name} between blocks of {size} {axis}", problem,
                         inputs, compute=_accumulator(tname, size, _channel_blocks(problem, inputs, total), shared),
                         detail={"type": name, "block": size, "axis": axis})
@@ -290,7 +375,7 @@ def _accumulation(problem, inputs, ours, ref):
     for size in _sizes(k_total, MIN_GEMM_BLOCK):
         if size % taps == 0 and (size // taps) & (size // taps - 1) == 0:
             continue  # whole channels, a power of two of them: tested above
-        for name, u, tname in NARROW:
+        for name, u, tname in _own_narrow(problem):
             yield Cause("accumulation", f"the running sum kept in {name} every {size} terms of the (input channel, "
                         "kernel position) reduction, as an im2col GEMM splits it", problem, inputs,
                         compute=_accumulator(tname, size, _gemm_blocks(problem, inputs), gemm),
@@ -549,5 +634,5 @@ def _algorithm(problem, inputs, ours, ref):
 #: The families in the order they are tested: the cheapest first (each cause one convolution), then the
 #: narrow running sums (two convolutions per block), then the fast algorithms (their bounds' own
 #: magnitudes; tested only where no arithmetic explains every output), so that a budget cuts the dearest.
-_FAMILY_MAKERS = (_rounding, _output, _orientation, _padding, _geometry, _layout, _groups, _dropped,
-                  _bias, _activation, _accumulation, _algorithm)
+_FAMILY_MAKERS = (_rounding, _output, _autocast, _products, _orientation, _padding, _geometry, _layout, _groups,
+                  _dropped, _bias, _activation, _accumulation, _algorithm)

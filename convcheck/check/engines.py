@@ -8,7 +8,7 @@ magnitudes computed once, the graph built once (no math filter: for fp32 the TF3
 engines are listed too), and for each plan its execution and its verdict, a
 :class:`~convcheck.check.pipeline.CheckResult` like any check's. Per plan: its name,
 behaviour and numerical notes, whether it builds, its workspace, its verdict
-against the reference (torch's float64 convolution, cuDNN disabled) under the bound that fits *that engine* (:func:`~convcheck.check.pipeline.bound_for_plan`:
+against the reference (torch's float64 convolution, cuDNN disabled) under the bound that fits *that engine* (:func:`~convcheck.check.judging.bound_for_plan`:
 an engine that down-converts fp32 inputs is judged as TF32, and says so, never
 hidden; Winograd/FFT engines are not exact), error/bound, redzones, bitwise
 reproducibility over repeated runs (and whether the engine claimed to be
@@ -20,12 +20,12 @@ from __future__ import annotations
 import statistics
 import time
 
-from . import backends
+from dataclasses import replace
+
 from ..base import stages
-from ..numerics.bound import resolve as resolve_bound
-from .judging import make_bound
-from .pipeline import CheckResult, StageClock, bound_for_plan, plan_bound, compare_device, device_scope, draw_inputs, judge, magnitudes_for, run_reference
-from .plan import Plan, shared_implementation
+from .judging import for_check, make_bound
+from .pipeline import CheckResult, StageClock, conclude, device_scope, draw_inputs, magnitudes_for, run_reference
+from .plan import resolve
 from ..base.errors import Unsupported
 from ..problem.descriptor import ConvProblem
 
@@ -41,25 +41,26 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
                   reference: str | None = None) -> tuple[list[CheckResult], dict]:
     """Check every plan (or the one named by ``engine``). Returns (one result per plan, context).
 
-    ``keep_outputs`` keeps in each result's ``outputs`` (its output, the reference, the inputs).
+    Each plan's verdict is the one check's (:func:`convcheck.check.pipeline.conclude`, the bound chosen
+    from the plan's own numerical notes); the fill, the reference and the magnitudes are computed once
+    and shared. ``keep_outputs`` keeps in each result's ``outputs`` (its output, the reference, the inputs).
     ``reference``: one of ``ENGINE_REFERENCES`` (default: the cudnn backend's own, torch64)."""
     from .backends import cudnn_graph
     from .environment import versions
     from ..base.errors import BadInput
-    from .memory import require_fits
+    from .spec import CheckSpec
 
     reference = reference or cudnn_graph.default_reference
     if reference not in ENGINE_REFERENCES:
         raise BadInput(f"every cuDNN plan is checked against {' or '.join(ENGINE_REFERENCES)} on the GPU, "
                        f"not {reference!r}", option="reference")
-    backends.require("cudnn", "cuda")
-    backends.require(reference, "cuda")
+    spec = CheckSpec(problem=problem, backend="cudnn", reference=reference, device="cuda", seed=seed, bound=bound,
+                     engine=engine, heuristics=tuple(heuristics) if heuristics else None, repeat=repeat,
+                     max_memory=max_memory, diagnose=0)
+    plan = resolve("cudnn", reference, "cuda", require=True)
     cudnn_graph.require_capability(problem)
-    require_fits(problem, ("cuda",), max_memory, reference)
-    bound_name = resolve_bound(bound, problem)
+    asked = for_check(spec, plan)  # refuses what does not fit before anything is allocated
     heuristics = tuple(heuristics or cudnn_graph.HEURISTICS)
-    plan = Plan("cudnn", "cuda", reference, "cuda")
-    where = compare_device(plan)
     start = time.perf_counter()
     notes, remark = cudnn_graph.plan_notes(problem, heuristics)
     notes_known = not remark.startswith("numerical notes unavailable")
@@ -71,8 +72,8 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         plan_start = time.perf_counter()
         clock = StageClock(plan)  # CUDA events on the check's stream: each stage's own GPU time
         numerical = notes.get(index, [])
-        result = CheckResult(status="unsupported", problem=problem, plan=Plan("cudnn", "cuda", reference, "cuda", list(plan.notes)), seed=seed,
-                             bound=bound_name, fill=inputs.kind, density=inputs.density,
+        result = CheckResult(status="unsupported", problem=problem, plan=replace(plan, notes=list(plan.notes)), seed=seed,
+                             bound=asked.name, fill=inputs.kind, density=inputs.density,
                              plan_of_all=True, reference_info=ref_info)
         result.backend_info = {"engine": prep.plan_name(index), "plan_index": index, "plan_count": prep.plan_count,
                                "numerical_notes": list(numerical), "behavior_notes": prep.behavior_notes(index),
@@ -84,28 +85,17 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             result.message = run.error
             if not run.declined:  # a misused call or a CUDA error, not cuDNN declining the plan
                 result.status = "error"
+            result.stages.update(clock.stages())
         else:
             result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
-            how = bound_for_plan(problem, bound_name, numerical, explicit=bound not in (None, "auto"), reference=reference)
-            result.judged_as = how.judged_as
-            bnd = plan_bound(how, plan)
             stages.enter("compare", prep.plan_name(index))
-            kind = how.algorithm.text if how.algorithm is not None else "direct"
-            if bnd.needs_abs_conv and kind not in magnitudes:
-                magnitudes[kind] = magnitudes_for(bnd, problem, inputs, where)
-                clock.mark(f"magnitudes {kind}" if how.algorithm is not None else "magnitudes")
-            ours = cudnn_graph.result_tensor(prep)
-            judge(result, ours, ref, bnd, magnitudes.get(kind) if bnd.needs_abs_conv else None, where, run.redzone)
-            result.message = result.message or how.why
+            conclude(result, replace(spec, engine=None), asked, cudnn_graph.result_tensor(prep), ref, inputs, clock,
+                     magnitudes=magnitudes, keep=keep_outputs)
             if result.backend_info["claims_deterministic"] and run.bitwise_identical is False:
                 result.message = (result.message + "; " if result.message else "") + "claims determinism but results differ between runs"
-            if keep_outputs:
-                result.outputs = (ours.clone(), ref, inputs)
             result.time_backend_s = sum(run.times_ms) / 1e3
-            clock.mark("compare")
-        times = clock.stages()
-        shared.update({k: v for k, v in times.items() if k.startswith("magnitudes")})  # paid once, for every plan
-        result.stages.update({k: v for k, v in times.items() if not k.startswith("magnitudes")})
+        shared.update({k: v for k, v in result.stages.items() if k.startswith("magnitudes")})  # paid once, for every plan
+        result.stages = {k: v for k, v in result.stages.items() if not k.startswith("magnitudes")}
         result.time_s = time.perf_counter() - plan_start
         result.versions = versions()
         return result
@@ -113,7 +103,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
     with device_scope(plan):
         clock = StageClock(plan)  # CUDA events on the check's stream: the reference's GPU time is the reference's
         stages.enter("fill")
-        inputs = draw_inputs(problem, plan, seed, bound_name)
+        inputs = draw_inputs(problem, plan, seed, asked.name)
         clock.mark("fill")
         prep = cudnn_graph.prepared(problem, heuristics, math_filter=False)
         cudnn_graph.load(prep, inputs)
@@ -124,15 +114,12 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         clock.mark("graph")
         stages.enter("reference")
         ref, ref_info = run_reference(plan, problem, inputs)
-        note = shared_implementation(plan)
-        if note:
-            plan.notes.append(note)
         clock.mark("reference")
         shared.update(clock.stages())
         results = [check_plan(i) for i in indices]
     context = {
         "problem": problem.descriptor(), "dtype": problem.dtype, "direction": problem.direction,
-        "fuse": list(problem.fuse), "layout": problem.layout_name, "seed": seed, "bound": bound_name,
+        "fuse": list(problem.fuse), "layout": problem.layout_name, "seed": seed, "bound": asked.name,
         "heuristics": list(heuristics), "plan_count": prep.plan_count, "notes_remark": remark,
         "reference": reference, "notes": list(plan.notes),
         "repeat": repeat, "timing_runs": timing_runs, "warmup": warmup, "shared_stages_s": shared,
@@ -177,13 +164,13 @@ def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
     from .compare import compare
 
     cudnn_graph.require_capability(problem.with_(dtype="tf32"))
-    plan = Plan("cudnn", "cuda", cudnn_graph.default_reference, "cuda")
+    plan = resolve("cudnn", cudnn_graph.default_reference, "cuda", require=True)
     with device_scope(plan):
         inputs = draw_inputs(problem, plan, seed, "elementwise")
         y, info = cudnn_graph.run(problem.with_(dtype="tf32"), inputs, "cuda")
         ref, _ = run_reference(plan, problem, inputs)
-        as_fp32_bound = make_bound("elementwise", problem, ("cudnn", plan.reference))
+        as_fp32_bound = make_bound("elementwise", problem, (plan.under_test, plan.reference_impl))
         a = magnitudes_for(as_fp32_bound, problem, inputs, "cuda")
         as_fp32 = compare(y, ref, as_fp32_bound, a)
-        as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), ("cudnn", plan.reference)), a)
+        as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), (plan.under_test, plan.reference_impl)), a)
     return as_fp32, as_tf32, info

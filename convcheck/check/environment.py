@@ -226,3 +226,45 @@ def format_versions(info: dict) -> str:
             value = "; ".join(map(str, value))
         lines.append(f"{key:<{width}}  {value}")
     return "\n".join(lines)
+
+
+#: Environment variables that choose a framework's back end or precision, read as they are when a check runs
+#: your function or a runtime (jax, onnxruntime, openvino): two runs under different values take different
+#: code paths, so a record names the ones set, and its key holds them (:func:`code_path`).
+FRAMEWORK_VARIABLES = (
+    "JAX_PLATFORMS", "JAX_PLATFORM_NAME", "JAX_ENABLE_X64", "JAX_DEFAULT_MATMUL_PRECISION", "XLA_FLAGS",
+    "KERAS_BACKEND", "TF_ENABLE_ONEDNN_OPTS", "TF_ENABLE_AUTO_MIXED_PRECISION", "ONEDNN_MAX_CPU_ISA",
+    "ONEDNN_DEFAULT_FPMATH_MODE", "DNNL_MAX_CPU_ISA", "DNNL_DEFAULT_FPMATH_MODE", "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "MLX_DEFAULT_DEVICE", "FLAGS_use_mkldnn", "OV_CPU_INFERENCE_PRECISION_HINT",
+)
+
+
+#: The backends that are a framework's runtime, whose code path those variables choose (and your function's).
+FRAMEWORK_BACKENDS = ("jax", "onnxruntime", "openvino")
+
+
+def code_path(names, frameworks: bool) -> str | None:
+    """The environment variables that choose the code path of a check, as ``NAME=value`` pairs joined by
+    ``;`` in name order (None where none is set): ``names``, the ones the user names (``--environment``,
+    ``environment=``), and where ``frameworks`` (your function, a runtime) :data:`FRAMEWORK_VARIABLES`.
+    A variable named but unset is said as ``NAME=`` (unset is a value too)."""
+    named = set(names or ())
+    chosen = sorted(named | ({v for v in FRAMEWORK_VARIABLES if v in os.environ} if frameworks else set()))
+    pairs = [f"{v}={os.environ.get(v, '')}" for v in chosen]
+    return ";".join(pairs) or None
+
+
+def code_path_names(text: str | None) -> tuple[str, ...] | None:
+    """The variables a record's ``environment`` (:func:`code_path`) names, to check it again so."""
+    if not text or not isinstance(text, str):
+        return None
+    return tuple(pair.split("=", 1)[0] for pair in text.split(";") if pair)
+
+
+def recorded(implementation, names) -> tuple[dict, str | None]:
+    """What a check's record says of where it ran, after the run: (:func:`versions`, with what
+    ``implementation`` names of its own version; the :func:`code_path` of the variables ``names`` and,
+    for your function or a framework's runtime, the known ones)."""
+    frameworks = bool(implementation is not None and (implementation.user_function or implementation.name in FRAMEWORK_BACKENDS))
+    return versions(implementation=implementation), code_path(names, frameworks)
+

@@ -1,35 +1,46 @@
 """The error model's entry: the bound that judges a check, from the check's description and what
-each side says it computes.
+each side says it computed.
 
 :mod:`convcheck.numerics.bound` and :mod:`convcheck.numerics.fast_bound` (the numerics) build bounds from
 :class:`convcheck.numerics.rounding.Computes` alone; this module asks the implementations
-(:func:`convcheck.check.backends.computes`) and decides what may be declared (a fast algorithm is
-your function's to declare; torch and cuDNN say how they compute themselves). A check asks
-:func:`for_check` once for everything that decides how it is judged; its bound comes from :func:`bound_for`: the direct, staged and given-data (rigorous and
-probable) bounds through :func:`make_bound`, a declared Winograd or FFT through
-:func:`convcheck.numerics.fast_bound.bound_for`.
+(:class:`convcheck.check.implementation.Implementation`) and decides what may be declared (a fast
+algorithm is your function's to declare; torch and cuDNN say how they compute themselves).
+
+A check asks twice. Before anything runs, :func:`for_check`: what the spec asks for (the bound's name,
+which chooses the fill; a declared fast algorithm; the room the check needs). After the run,
+:func:`after_run`: the bound object, from what the implementation said it computed (a cuDNN plan's
+numerical notes: TF32, Winograd, FFT, reduced-precision accumulation), through :func:`make_bound` (the
+direct, staged and given-data bounds) or :func:`convcheck.numerics.fast_bound.bound_for` (Winograd, FFT).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from . import backends
-from ..numerics.bound import DEFAULT_LEVEL, DEFAULT_P_FALSE, bound_between, resolve
+from .implementation import Implementation, named
+from ..numerics.bound import DEFAULT_LEVEL, DEFAULT_P_FALSE, INEXACT_ALGORITHMS, bound_between, resolve
 from ..base.errors import BadInput
 from ..numerics.fast_bound import Algorithm, parse_algorithm
+from ..problem.descriptor import ConvProblem
+
+#: Numerical notes of cuDNN plans that read fp32 inputs as TF32 (Ampere and newer).
+DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
 
 
-def make_bound(name: str, problem, implementations: tuple[str, ...], p_false: float = DEFAULT_P_FALSE,
+def make_bound(name: str, problem, implementations: tuple, p_false: float = DEFAULT_P_FALSE,
                reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL,
                devices: tuple[str, ...] = ("cpu", "cpu"), contract: str | None = None):
-    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference)
-    running on ``devices``. ``reduced_accumulation`` applies to the implementation under test (an
-    engine's note); ``data`` is "given" for inputs convcheck did not draw (judged by the any-data
-    bound); ``contract`` judges what convcheck cannot ask how it computes (your function, a given
-    answer: :mod:`convcheck.numerics.rounding`). Each side's model comes from the implementation itself."""
-    sides = tuple((impl, backends.computes(impl, problem, dev, contract)) for impl, dev in zip(implementations, devices))
-    return bound_between(name, problem, sides, p_false, reduced_accumulation, data, level)
+    """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference:
+    :class:`~convcheck.check.implementation.Implementation` objects, or their names, then running on
+    ``devices``). ``reduced_accumulation`` applies to the implementation under test (an engine's note);
+    ``data`` is "given" for inputs convcheck did not draw (judged by the any-data bound); ``contract``
+    judges what convcheck cannot ask how it computes (your function, a given answer:
+    :mod:`convcheck.numerics.rounding`). Each side's model comes from the implementation itself."""
+    sides = [impl if isinstance(impl, Implementation) else named(impl, dev) for impl, dev in zip(implementations, devices)]
+    return bound_between(name, problem, tuple((impl.name, impl.computes(problem, contract)) for impl in sides),
+                         p_false, reduced_accumulation, data, level)
 
 
 def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
@@ -40,26 +51,26 @@ def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
     return parse_algorithm(planted_algorithm(plant) if plant in FAST_PLANTS else algorithm)
 
 
-def declared(algorithm: str | None, backend: str, plant: str | None = None, bound: str | None = None,
-             reference: str | None = None):
+def declared(algorithm: str | None, backend, plant: str | None = None, bound: str | None = None,
+             reference=None):
     """The fast algorithm the implementation under test computes by (None: a direct sum), where one may
     be declared: by your function (``backend`` FILE.py:NAME; torch and cuDNN say how they compute
     themselves), with the default bound, against a float64 ``reference`` (None: the default one); a
     fast-algorithm plant declares its own. A declaration that cannot be taken is the caller's mistake
-    (BadInput), said once: a sweep asks before its first check."""
-    from .backends import float64, is_user_function
+    (BadInput), said once: a sweep asks before its first check. ``backend`` and ``reference``: names, or
+    the check's :class:`~convcheck.check.implementation.Implementation` objects."""
     from .winograd_plants import BUGS as FAST_PLANTS
 
     chosen = asked(algorithm, plant)
     if chosen is None:
         return None
-    if reference not in (None, "auto") and not float64(reference):
-        raise BadInput(f"{chosen.text} is judged against a float64 reference (numpy or torch64), not {reference}",
+    if reference not in (None, "auto") and not _float64(reference):
+        raise BadInput(f"{chosen.text} is judged against a float64 reference (numpy or torch64), not {_name(reference)}",
                        option="reference")
     if plant in FAST_PLANTS:  # the planted implementation is a fast one, and says so
         return chosen
-    if not (is_user_function(backend) or backend in backends.GIVEN):  # your function, or your answer
-        raise BadInput(f"declares how your function computes; the {backend} backend is judged "
+    if not _declares(backend):  # your function, or your answer
+        raise BadInput(f"declares how your function computes; the {_name(backend)} backend is judged "
                        "by what it says of itself", option="algorithm")
     if bound not in (None, "auto"):
         raise BadInput(f"{chosen.text} is judged by its own bound; leave --bound at auto "
@@ -67,50 +78,131 @@ def declared(algorithm: str | None, backend: str, plant: str | None = None, boun
     return chosen
 
 
-def bound_for(spec, backend: str, reference: str, devices: tuple[str, str], data: str = "random",
-              operand_slice: int | None = None, declared_now=False):
-    """(the bound that judges the check ``spec`` describes, its name as a record says it), with the
-    spec's backend and reference resolved to ``backend`` and ``reference`` running on ``devices``:
-    a declared fast algorithm's own bound, else ``spec.bound`` (auto resolved for the problem) between
-    what the two sides compute. ``operand_slice``: a Winograd bound's left-operand slice, where memory
-    asked for a smaller one (:func:`convcheck.check.memory.require_room`). ``declared_now``: what :func:`declared`
-    said of this spec, where the caller asked already (False: ask here)."""
-    from ..numerics.fast_bound import bound_for as fast_bound_for
+def _name(impl) -> str:
+    return impl.name if isinstance(impl, Implementation) else impl
 
-    problem = spec.problem
-    if declared_now is False:
-        declared_now = declared(spec.algorithm, backend, spec.plant, spec.bound, reference)
-    level = spec.effective_level(data)
-    if declared_now:
-        return fast_bound_for(declared_now, problem, data, level=level, operand_slice=operand_slice), declared_now.bound
-    name = resolve(spec.bound, problem, data)
-    return make_bound(name, problem, (backend, reference), data=data, level=level, devices=devices,
-                      contract=spec.effective_contract(backend)), name
+
+def _float64(impl) -> bool:
+    return impl.float64 if isinstance(impl, Implementation) else backends.float64(impl)
+
+
+def _declares(impl) -> bool:
+    if isinstance(impl, Implementation):
+        return impl.declares
+    return backends.is_user_function(impl) or impl in backends.GIVEN
 
 
 class Judging(NamedTuple):
-    """How one check is judged (:func:`for_check`)."""
+    """What a check asks of its judging before anything runs (:func:`for_check`)."""
 
-    bound: Any                  # the bound object (convcheck.numerics.bound, convcheck.numerics.fast_bound)
-    name: str                   # its name, as a record names it
+    name: str                   # the bound's name, as a record names it (it chooses the fill: exact or random)
     declared: Algorithm | None  # the fast algorithm the implementation under test computes by (None: a direct sum)
     contract: str | None        # your function's or a given answer's half-precision contract (None: it says itself)
     level: str | None           # given data's level (None: convcheck's own fill)
     operand_slice: int | None   # a Winograd bound's left-operand slice, where memory asked for a smaller one
+    data: str                   # "random" (convcheck's fill) or "given"
+    explicit: bool              # the bound was asked for by name (a cuDNN plan's notes do not change it then)
+    fast: Any = None            # the declared fast algorithm's bound: declared, it is known before the run, and a
+    #                             problem the algorithm cannot compute is refused before anything runs
 
 
 def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
-    """Everything that decides how the check ``spec`` describes is judged, with its implementations
+    """What decides how the check ``spec`` describes is judged, before it runs, with its implementations
     resolved to ``plan`` (:class:`convcheck.check.plan.Plan`): the declared fast algorithm (:func:`declared`:
     one that cannot be declared is refused in one line), the room the check needs before anything is
     allocated (``room``: :func:`convcheck.check.memory.require_room`, which may give a declared
-    Winograd bound a smaller operand slice), the bound (:func:`bound_for`), the contract and the level."""
+    Winograd bound a smaller operand slice), the bound's name, the contract and the level."""
     from .memory import require_room
+    from ..numerics.fast_bound import bound_for as fast_bound_for
 
-    fast = declared(spec.algorithm, plan.backend, spec.plant, spec.bound, plan.reference)
-    devices = (plan.backend_device, plan.reference_device)
+    fast = declared(spec.algorithm, plan.under_test, spec.plant, spec.bound, plan.reference_impl)
     operand_slice = None
     if room:
-        _, operand_slice = require_room(spec.problem, set(devices), spec.max_memory, plan.reference, fast, data)
-    bnd, name = bound_for(spec, plan.backend, plan.reference, devices, data, operand_slice, declared_now=fast)
-    return Judging(bnd, name, fast, spec.effective_contract(plan.backend), spec.effective_level(data), operand_slice)
+        _, operand_slice = require_room(spec.problem, {plan.backend_device, plan.reference_device}, spec.max_memory,
+                                        plan.reference, fast, data)
+    name = fast.bound if fast else resolve(spec.bound, spec.problem, data)
+    level = spec.effective_level(data)
+    return Judging(name, fast, spec.effective_contract(plan.under_test), level, operand_slice, data,
+                   explicit=spec.bound not in (None, "auto"),
+                   fast=fast_bound_for(fast, spec.problem, data, level=level, operand_slice=operand_slice) if fast else None)
+
+
+class Bound(NamedTuple):
+    """The bound that judges a check, chosen after its run (:func:`after_run`)."""
+
+    bound: Any            # the bound object (convcheck.numerics.bound, convcheck.numerics.fast_bound)
+    name: str             # its name, as a record names it
+    judged_as: str = ""   # how a cuDNN plan was judged, from its numerical notes ('' where none were read)
+    why: str = ""         # why the bound differs from the one asked for ('' where it does not)
+    kind: str = "direct"  # which magnitudes it needs: "direct", or a fast algorithm's own
+
+
+def after_run(asked: Judging, problem: ConvProblem, plan, said: dict) -> Bound:
+    """The bound that judges the run, from what the implementation under test ``said`` it computed (its
+    report): a cuDNN plan's numerical notes (``numerical_notes``) choose by :func:`bound_for_plan`; every
+    other implementation is judged by the bound asked for, between what the two sides compute
+    (:meth:`~convcheck.check.implementation.Implementation.computes`), or by its declared fast algorithm's."""
+    notes = said.get("numerical_notes")
+    if notes is not None and not asked.declared:
+        how = bound_for_plan(problem, asked.name, notes, explicit=asked.explicit, reference=plan.reference_impl)
+        kind = how.algorithm.text if how.algorithm is not None else "direct"
+        return Bound(plan_bound(how, plan), how.bound, how.judged_as, how.why, kind)
+    if asked.declared:
+        return Bound(asked.fast, asked.name, kind=asked.declared.text)
+    return Bound(make_bound(asked.name, problem, (plan.under_test, plan.reference_impl), data=asked.data,
+                            level=asked.level, contract=asked.contract), asked.name)
+
+
+class PlanJudging(NamedTuple):
+    """How a cuDNN plan is judged (:func:`bound_for_plan`)."""
+
+    problem: ConvProblem      # the problem as judged (fp32 read as tf32 where the engine down-converts)
+    bound: str                # the bound's name
+    reduced: bool             # reduced-precision accumulation (engine note)
+    judged_as: str
+    why: str                  # why the bound differs from the one asked for ('' where it does not)
+    algorithm: Any = None     # the fast algorithm the notes name, whose bound judges (convcheck.numerics.fast_bound)
+
+
+def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes, explicit: bool = False,
+                   reference=None) -> PlanJudging:
+    """How a cuDNN plan is judged, from its numerical notes. An engine that down-converts fp32 inputs
+    is judged as TF32 (and says so). Winograd/FFT transform the data, so they are not exact: where the
+    notes name the algorithm (and its tile) and its bound can judge the problem, that bound judges
+    (convcheck.numerics.fast_bound.from_engine_notes; unless another bound was asked for by name, ``explicit``,
+    or the ``reference`` is not float64, which those bounds are derived against), else the elementwise bound; TF32 rounds the fp32 exact fill, so the elementwise bound judges it."""
+    from ..numerics.fast_bound import from_engine_notes
+
+    notes = set(numerical_notes)
+    judged, why, algorithm = problem, "", None
+    if problem.dtype == "fp32" and DOWN_CONVERTING & notes:
+        judged = replace(problem, dtype="tf32")
+    judged_as = "tf32 (engine down-converts fp32 inputs)" if judged is not problem else problem.dtype
+    if INEXACT_ALGORITHMS & notes and (bound_name == "exact" or not explicit):
+        algorithm, said = from_engine_notes(notes, problem)
+        if algorithm is not None and reference is not None and not _float64(reference):
+            algorithm, said = None, f"{said} (the {algorithm.text} bound needs a float64 reference, not {_name(reference)})"
+        if algorithm is not None:
+            where = ("; cuDNN's matrices are not published: the larger over the published point sets"
+                     if algorithm.kind == "winograd" else "")
+            bound_name, why = algorithm.bound, f"{said}: judged by the {algorithm.text} bound{where}"
+        elif bound_name == "exact":
+            bound_name, why = "elementwise", f"{said or '/'.join(sorted(INEXACT_ALGORITHMS & notes))}: not exact, judged by the elementwise bound"
+    elif bound_name == "exact" and judged is not problem:
+        bound_name, why = "elementwise", "TF32 rounds the fp32 exact fill: judged by the elementwise bound as TF32"
+    reduced = "REDUCED_PRECISION_REDUCTION" in notes
+    if reduced:
+        judged_as += " with reduced-precision accumulation (engine note)"
+    return PlanJudging(judged, bound_name, reduced, judged_as, why, algorithm)
+
+
+def plan_bound(how: PlanJudging, plan):
+    """The bound object :func:`bound_for_plan` chose, for a cuDNN plan checked as ``plan`` says (its
+    reference, and where each side ran: torch's own convolution as the reference computes as torch does
+    on that device)."""
+    if how.algorithm is not None:
+        from ..numerics.fast_bound import bound_for
+
+        return bound_for(how.algorithm, how.problem, "random")
+    return make_bound(how.bound, how.problem, (plan.under_test or plan.backend, plan.reference_impl or plan.reference),
+                      reduced_accumulation=how.reduced, devices=(plan.backend_device, plan.reference_device))

@@ -9,13 +9,14 @@ import math
 import time
 
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import backends, plant as plants
 from ..numerics import probable
 from ..base import stages
-from ..numerics.bound import DEFAULT_BOUND, INEXACT_ALGORITHMS, MISTRUST_ZERO_FRACTION, resolve as resolve_bound
-from .judging import for_check, make_bound
+from ..numerics.bound import DEFAULT_BOUND, MISTRUST_ZERO_FRACTION, resolve as resolve_bound
+from .implementation import Backend
+from .judging import after_run, for_check
 from .compare import Comparison, compare
 from ..base.arrays import to_torch
 from ..base.errors import BadInput, ConvCheckError, Unsupported
@@ -26,9 +27,6 @@ from ..problem.descriptor import ConvProblem
 from .verdict import status_of
 from .memory import out_of_memory, out_of_memory_message
 from .plan import Plan, _cuda_usable, resolve
-
-#: Numerical notes of cuDNN plans that read fp32 inputs as TF32 (Ampere and newer).
-DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
 
 _STREAMS: dict = {}
 
@@ -133,6 +131,7 @@ class CheckResult:
     #: the cuDNN plan asked for (--engine), by the name of the plan that ran: an index picks another plan
     #: under another frontend release (1.32 drops duplicate (engine, knobs) pairs), a name the same one
     engine_pinned: str | None = None
+    environment: str | None = None  # the variables that chose the code path, NAME=value;... (CheckSpec.code_path)
     judging: Any = None  # the bound object that judged (bound_for_plan may change it); not serialised
     magnitudes: Any = None  # what that bound was built from, where the caller asks (judge_given); not serialised
     diagnosis: Any = None  # a failure's explanation (convcheck.check.diagnose.Diagnosis); None where none ran
@@ -188,18 +187,12 @@ class CheckResult:
             "comparison": {k: v for k, v in c.as_dict().items() if k not in _FLAT_COMPARISON} if c else None,
             "versions": self.versions,
         }
-        if self.algorithm:  # how the implementation under test said it computes: rerun judges it so again
-            rec["algorithm"] = self.algorithm
-        if self.contract:  # how your function was allowed to have computed: rerun and repro judge it so again
-            rec["contract"] = self.contract
-        if self.convention:  # how your function was called: rerun, shrink and hunt call it so again
-            rec["convention"] = self.convention
-        if self.precision:  # the runtime's precision asked for: rerun asks for it again
-            rec["precision"] = self.precision
-        if self.level:  # given data's level: part of the record's key (a rigorous and a probable verdict differ)
-            rec["level"] = self.level
-        if self.engine_pinned:  # rerun and shrink run this plan again, by name
-            rec["engine_pinned"] = self.engine_pinned
+        from .spec import KEY_WHERE_SET
+
+        # what else identifies the check, where set (its key's fields): how the implementation under test said it
+        # computes, how your function was allowed to have computed and was called, the runtime's precision, given
+        # data's level, the cuDNN plan asked for by name: rerun, shrink and repro check it so again
+        rec.update((field, getattr(self, field)) for field in KEY_WHERE_SET if getattr(self, field, None))
         if self.diagnosis is not None:  # which arithmetic explains a failure (convcheck.check.diagnose)
             rec["diagnosis"] = self.diagnosis.as_dict()
         elif self.diagnosis_error:
@@ -245,21 +238,20 @@ def draw_inputs(problem: ConvProblem, plan: Plan, seed: int, bound_name: str, de
     return make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random", device=device)
 
 
-def run_under_test(plan: Plan, problem: ConvProblem, inputs: ConvInputs, planted, options: dict):
-    """Stage 2: the implementation under test (or the planted bug in its place): (output, info)."""
+def run_under_test(plan: Plan, spec, inputs: ConvInputs, options: dict):
+    """Stage 2: the implementation under test, or the planted bug in its place (:mod:`convcheck.check.plant`):
+    (output as a torch tensor, what it reported of the run)."""
+    planted = plants.apply(spec.plant, spec.problem, inputs)
     if planted.compute is not None:
-        ours, info = planted.compute(planted.problem, planted.inputs.host()), {"implementation": "planted bug"}
-    else:
-        under_test = plan.under_test or backends.require(plan.backend, plan.backend_device)
-        ours, info = under_test.run(planted.problem, planted.inputs, plan.backend_device, **options)
+        return to_torch(planted.compute(planted.problem, planted.inputs.host())), {"implementation": f"planted: {spec.plant}"}
+    ours, info = plan.under_test.run(planted.problem, planted.inputs, **options)
     ours = to_torch(ours)
     return (ours if planted.post is None else planted.post(ours)), info
 
 
 def run_reference(plan: Plan, problem: ConvProblem, inputs: ConvInputs):
     """Stage 3: the reference's answer: (output, info)."""
-    reference = plan.reference_backend or backends.require(plan.reference, plan.reference_device)
-    return reference.run(problem, inputs, plan.reference_device)
+    return plan.reference_impl.run(problem, inputs)
 
 
 def compare_device(plan: Plan) -> str:
@@ -304,61 +296,6 @@ def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), in
             result.status = "mistrusted"
             result.message = (f"{zeros:.0%} of the reference outputs that are not zero by geometry are zero "
                               f"(more than {MISTRUST_ZERO_FRACTION:.0%}): an exact match proves little")
-
-
-class PlanJudging(NamedTuple):
-    """How a cuDNN plan is judged (:func:`bound_for_plan`)."""
-
-    problem: ConvProblem      # the problem as judged (fp32 read as tf32 where the engine down-converts)
-    bound: str                # the bound's name
-    reduced: bool             # reduced-precision accumulation (engine note)
-    judged_as: str
-    why: str                  # why the bound differs from the one asked for ('' where it does not)
-    algorithm: Any = None     # the fast algorithm the notes name, whose bound judges (convcheck.numerics.fast_bound)
-
-
-def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes, explicit: bool = False,
-                   reference: str | None = None) -> PlanJudging:
-    """How a cuDNN plan is judged, from its numerical notes. An engine that down-converts fp32 inputs
-    is judged as TF32 (and says so). Winograd/FFT transform the data, so they are not exact: where the
-    notes name the algorithm (and its tile) and its bound can judge the problem, that bound judges
-    (convcheck.numerics.fast_bound.from_engine_notes; unless another bound was asked for by name, ``explicit``,
-    or the ``reference`` is not float64, which those bounds are derived against), else the elementwise bound; TF32 rounds the fp32 exact fill, so the elementwise bound judges it."""
-    from ..numerics.fast_bound import from_engine_notes
-
-    notes = set(numerical_notes)
-    judged, why, algorithm = problem, "", None
-    if problem.dtype == "fp32" and DOWN_CONVERTING & notes:
-        judged = replace(problem, dtype="tf32")
-    judged_as = "tf32 (engine down-converts fp32 inputs)" if judged is not problem else problem.dtype
-    if INEXACT_ALGORITHMS & notes and (bound_name == "exact" or not explicit):
-        algorithm, said = from_engine_notes(notes, problem)
-        if algorithm is not None and reference is not None and not backends.float64(reference):
-            algorithm, said = None, f"{said} (the {algorithm.text} bound needs a float64 reference, not {reference})"
-        if algorithm is not None:
-            where = ("; cuDNN's matrices are not published: the larger over the published point sets"
-                     if algorithm.kind == "winograd" else "")
-            bound_name, why = algorithm.bound, f"{said}: judged by the {algorithm.text} bound{where}"
-        elif bound_name == "exact":
-            bound_name, why = "elementwise", f"{said or '/'.join(sorted(INEXACT_ALGORITHMS & notes))}: not exact, judged by the elementwise bound"
-    elif bound_name == "exact" and judged is not problem:
-        bound_name, why = "elementwise", "TF32 rounds the fp32 exact fill: judged by the elementwise bound as TF32"
-    reduced = "REDUCED_PRECISION_REDUCTION" in notes
-    if reduced:
-        judged_as += " with reduced-precision accumulation (engine note)"
-    return PlanJudging(judged, bound_name, reduced, judged_as, why, algorithm)
-
-
-def plan_bound(how: PlanJudging, plan: Plan):
-    """The bound object :func:`bound_for_plan` chose, for a cuDNN plan checked as ``plan`` says (its
-    reference, and where each side ran: torch's own convolution as the reference computes as torch does
-    on that device)."""
-    if how.algorithm is not None:
-        from ..numerics.fast_bound import bound_for
-
-        return bound_for(how.algorithm, how.problem, "random")
-    return make_bound(how.bound, how.problem, (plan.backend, plan.reference), reduced_accumulation=how.reduced,
-                      devices=(plan.backend_device, plan.reference_device))
 
 
 def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs, bound_name: str) -> None:
@@ -438,92 +375,132 @@ def run_check(
     return run_spec(spec, inputs=inputs, keep_outputs=keep_outputs)
 
 
-def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False) -> CheckResult:
-    """The check ``spec`` (a :class:`~convcheck.check.spec.CheckSpec`) describes, on ``inputs`` where the
-    caller gives the data (else convcheck's own fill, drawn from the spec's seed); ``keep_outputs``
-    keeps (output, reference, inputs) in the result for saving the lesson's files and pictures."""
-    from .environment import versions
+def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False, answer=None, ref=None) -> CheckResult:
+    """The one check, benchdnn's ``doit``: resolve the two implementations (once), fill, run the one under
+    test, run the reference, then :func:`conclude` (the bound chosen from what the run said it computed,
+    the comparison, a failure explained). Every command and API entry runs it; ``engines`` runs its
+    :func:`conclude` once per cuDNN plan.
 
-    problem, seed, plant, engine, repeat, heuristics = spec.problem, spec.seed, spec.plant, spec.engine, spec.repeat, spec.heuristics
-    backend = spec.backend
-    if backend == "auto" and (engine is not None or repeat != 1 or heuristics):
-        backend = "cudnn"  # engine options only mean something for cuDNN
-    plan = resolve(backend, spec.reference, spec.device, require=True)
-    spec.check_call(plan.backend)
-    options = {k: v for k, v in (("convention", spec.convention), ("precision", spec.precision)) if v}
-    if engine is not None or repeat != 1 or heuristics:
-        if plan.backend != "cudnn":
-            raise BadInput("an engine, repeats and heuristics modes apply to the cudnn backend only")
-        options = {"engine": engine, "repeat": repeat}
-        if heuristics:
-            options["heuristics"] = tuple(heuristics)
+    ``spec``: a :class:`~convcheck.check.spec.CheckSpec`. ``inputs``: the caller's data (else convcheck's own
+    fill, drawn from the spec's seed). ``answer``: an implementation under test that hands its answer in
+    (:class:`~convcheck.check.implementation.GivenAnswer`: an assert's, a stored output), with ``ref`` the
+    reference's answer where the caller computed it already. ``keep_outputs`` keeps (output, reference,
+    inputs) and the magnitudes in the result (the lesson's files and pictures, an assert's message)."""
+    from .environment import recorded
+
+    plan = _plan_of(spec, answer)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
-    how = for_check(spec, plan, data)  # before any allocation
-    bnd, bound_name = how.bound, how.name
-    where = compare_device(plan)
+    asked = for_check(spec, plan, data, room=answer is None)  # before any allocation
+    result = CheckResult(status="error", problem=spec.problem, plan=plan, seed=spec.seed, planted=spec.plant,
+                         bound=asked.name, algorithm=asked.declared.text if asked.declared else None,
+                         contract=asked.contract, level=asked.level, convention=spec.convention, precision=spec.precision)
     start = time.perf_counter()
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=seed, planted=plant, bound=bound_name,
-                         algorithm=how.declared.text if how.declared else None,
-                         contract=how.contract, level=how.level, convention=spec.convention, precision=spec.precision)
     try:
         with device_scope(plan):
             clock = StageClock(plan)
             stages.enter("fill")
             if inputs is None:
-                inputs = draw_inputs(problem, plan, seed, bound_name, "cpu" if plant else None)
-            clock.mark("fill")
+                inputs = draw_inputs(spec.problem, plan, spec.seed, asked.name, "cpu" if spec.plant else None)
             result.seed, result.fill, result.density = inputs.seed, inputs.kind, inputs.density
-            planted = plants.apply(plant, problem, inputs)
+            clock.mark("fill")
             stages.enter("execute")  # cuDNN says build and plan first (convcheck.check.backends.cudnn_graph)
-            ours, result.backend_info = run_under_test(plan, problem, inputs, planted, options)
-            if engine is not None:
-                result.engine_pinned = str(result.backend_info.get("engine") or engine)
-            if planted.compute is not None:
-                result.backend_info["implementation"] = f"planted: {plant}"
+            ours, result.backend_info = run_under_test(plan, spec, inputs, _options(spec, plan))
             clock.mark("under_test")
             stages.enter("reference")
-            ref, result.reference_info = run_reference(plan, problem, inputs)
+            if ref is None:
+                ref, result.reference_info = run_reference(plan, spec.problem, inputs)
             clock.mark("reference")
-            for info in (result.backend_info, result.reference_info):
-                if info.get("note") and info["note"] not in result.plan.notes:
-                    result.plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
-            stages.enter("compare")
-            mags = magnitudes_for(bnd, problem, inputs, where, reference=ref)
-            clock.mark("magnitudes")
-            judge(result, ours, ref, bnd, mags, where, result.backend_info.get("redzone") or (), inputs)
-            hint = _small_everywhere(result) if bound_name == "exact" and plan.user_function and not plant else ""
-            result.message = hint or result.message
-            clock.mark("compare")
-            result.stages.update(clock.stages())
-            result.time_backend_s, result.time_reference_s = result.stages["under_test"], result.stages["reference"]
-            if result.backend_info.get("bitwise_identical") is False:
-                result.plan.notes.append(f"results differ between the {repeat} runs of the same engine (not bitwise reproducible)")
-            if result.status == "failed" and plan.backend == "cudnn" and not planted.compute:
-                _judge_by_the_plan(result, ours, ref, inputs, options.get("heuristics"), where,
-                                   explicit=spec.bound not in (None, "auto"))
-            if result.status == "failed" and spec.diagnose != 0:
-                stages.enter("diagnose")
-                _diagnose(result, ours, ref, inputs, spec.diagnose)
-                if hint and result.diagnosis is not None and result.message == hint:
-                    result.message = ""  # the guess "a fast algorithm?" gives way to the causes tested
-            if plant is not None and result.status != "failed":
-                # a plant the check did not catch: a miss, unless the bug cannot change these inputs' answer
-                _refuse_invisible_plant(plant, problem, inputs, bound_name)
-            if keep_outputs:
-                result.outputs = (ours.clone(), ref, inputs)  # ours may be a reused cuDNN buffer
+            conclude(result, spec, asked, ours, ref, inputs, clock, keep=keep_outputs)
     except Unsupported as e:
         result.status, result.message = "unsupported", e.reason
     except ConvCheckError:
         raise
     except Exception as e:  # a failure inside a backend is a result, not a crash
-        if out_of_memory(e):  # the check did not fit: refused, with the figures (not the implementation's error)
-            devices = {plan.backend_device, plan.reference_device}
-            result.status, result.message = "refused", out_of_memory_message(e, problem, devices, plan.reference)
-        else:
-            result.status, result.message = "error", f"{type(e).__name__}: {e}"
+        if answer is not None:  # nothing under test ran: what failed (the reference) is the caller's to see
+            raise
+        result.status, result.message = _failure(e, plan, spec.problem)
     result.time_s = time.perf_counter() - start
-    result.versions = versions(implementation=plan.under_test)  # your function's file hash besides
+    result.versions, result.environment = recorded(plan.under_test, spec.environment)  # your function's file hash besides
     return result
+
+
+def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, clock: StageClock,
+             magnitudes: dict | None = None, keep: bool = False) -> None:
+    """A run's verdict: what the two sides reported, the bound chosen from what the implementation under test
+    said it computed (:func:`convcheck.check.judging.after_run`: a cuDNN plan's numerical notes), its
+    magnitudes, the comparison; a failed cuDNN run whose notes were not in its report judged again by them
+    (:func:`_judge_by_the_plan`), a failure explained (:mod:`convcheck.check.diagnose`), a plant the check
+    did not catch refused where it cannot change the answer. ``magnitudes``: a cache shared by several runs
+    of the same inputs (``engines``: one entry per kind of bound); ``keep``: keep the outputs."""
+    plan, problem, said = result.plan, result.problem, result.backend_info
+    for info in (said, result.reference_info):
+        if info.get("note") and info["note"] not in plan.notes:
+            plan.notes.append(info["note"])  # e.g. no TF32 on the CPU: said, not only recorded
+    if spec.engine is not None:
+        result.engine_pinned = str(said.get("engine") or spec.engine)
+    if said.get("bitwise_identical") is False and not result.plan_of_all:
+        plan.notes.append(f"results differ between the {spec.repeat} runs of the same engine (not bitwise reproducible)")
+    stages.enter("compare")
+    chosen, where = after_run(asked, problem, plan, said), compare_device(plan)
+    cached = magnitudes is not None and chosen.kind in magnitudes
+    mags = magnitudes[chosen.kind] if cached else magnitudes_for(chosen.bound, problem, inputs, where, reference=ref)
+    if not cached:
+        clock.mark("magnitudes" if magnitudes is None or chosen.kind == "direct" else f"magnitudes {chosen.kind}")
+        if magnitudes is not None:
+            magnitudes[chosen.kind] = mags
+    judge(result, ours, ref, chosen.bound, mags, where, said.get("redzone") or (), inputs)
+    result.judged_as = chosen.judged_as
+    hint = _small_everywhere(result) if asked.name == "exact" and plan.under_test.user_function and not spec.plant else ""
+    result.message = hint or result.message or chosen.why
+    clock.mark("compare")
+    result.stages.update(clock.stages())
+    result.time_backend_s, result.time_reference_s = result.stages.get("under_test", 0.0), result.stages.get("reference", 0.0)
+    if result.status == "failed" and "plan_index" in said and "numerical_notes" not in said:
+        _judge_by_the_plan(result, asked, ours, ref, inputs, spec.heuristics)
+    if result.status == "failed" and spec.diagnose != 0:
+        stages.enter("diagnose")
+        _diagnose(result, ours, ref, inputs, spec.diagnose)
+        if hint and result.diagnosis is not None and result.message == hint:
+            result.message = ""  # the guess "a fast algorithm?" gives way to the causes tested
+    if spec.plant is not None and result.status != "failed":
+        # a plant the check did not catch: a miss, unless the bug cannot change these inputs' answer
+        _refuse_invisible_plant(spec.plant, problem, inputs, asked.name)
+    if keep:
+        result.outputs = (ours.clone() if isinstance(plan.under_test, Backend) else ours, ref, inputs)  # ours may be a reused cuDNN buffer
+        result.magnitudes = mags
+
+
+def _plan_of(spec, answer) -> Plan:
+    """The check's two implementations, resolved once: ``answer`` (a handed-in answer) against the spec's
+    reference on its device, else what :func:`convcheck.check.plan.resolve` makes of the spec."""
+    if answer is not None:
+        reference = Backend(spec.reference, answer.device, backends.require(spec.reference, answer.device))
+        return Plan(answer.name, answer.device, spec.reference, answer.device, under_test=answer, reference_impl=reference)
+    backend = spec.backend
+    if backend == "auto" and (spec.engine is not None or spec.repeat != 1 or spec.heuristics):
+        backend = "cudnn"  # engine options only mean something for cuDNN
+    plan = resolve(backend, spec.reference, spec.device, require=True)
+    spec.check_call(plan.backend)
+    return plan
+
+
+def _options(spec, plan: Plan) -> dict:
+    """What the implementation under test is run with: your function's convention, a runtime's precision,
+    or cuDNN's plan (by name or index), repeats and heuristics."""
+    if spec.engine is None and spec.repeat == 1 and not spec.heuristics:
+        return {k: v for k, v in (("convention", spec.convention), ("precision", spec.precision)) if v}
+    if plan.backend != "cudnn":
+        raise BadInput("an engine, repeats and heuristics modes apply to the cudnn backend only")
+    return {"engine": spec.engine, "repeat": spec.repeat, **({"heuristics": tuple(spec.heuristics)} if spec.heuristics else {})}
+
+
+def _failure(e: Exception, plan: Plan, problem: ConvProblem) -> tuple[str, str]:
+    """(status, message) of an exception from inside an implementation: refused where the check did not fit
+    (with the figures, not the implementation's error), else an error."""
+    if out_of_memory(e):
+        devices = {plan.backend_device, plan.reference_device}
+        return "refused", out_of_memory_message(e, problem, devices, plan.reference)
+    return "error", f"{type(e).__name__}: {e}"
 
 
 def _diagnose(result: CheckResult, ours, ref, inputs: ConvInputs, budget: int | None) -> None:
@@ -539,33 +516,31 @@ def _diagnose(result: CheckResult, ours, ref, inputs: ConvInputs, budget: int | 
         result.diagnosis_error = f"{type(e).__name__}: {e}"
 
 
-def _judge_by_the_plan(result: CheckResult, ours, ref, inputs: ConvInputs, heuristics, where: str,
-                       explicit: bool) -> None:
-    """A cuDNN check that failed is judged again by the bound of the plan that ran, as a check of every
-    plan judges it (:func:`bound_for_plan`), in every type: a plan whose numerical notes say Winograd or
-    FFT is judged by that algorithm's bound, one with REDUCED_PRECISION_REDUCTION by the bound of a
-    reduced-precision sum, an exact check of a plan that is not exact by the elementwise bound. Only a
-    failure asks: every one of those bounds allows at least what the direct sum's allows, so a check that
-    passed the direct bound passes the plan's too (and reading the notes builds a graph per note). The
-    notes of a graph are read once per process (:func:`convcheck.check.backends.cudnn_graph.plan_notes`)."""
+def _judge_by_the_plan(result: CheckResult, asked, ours, ref, inputs: ConvInputs, heuristics) -> None:
+    """A cuDNN check that failed is judged again by the bound of the plan that ran, read from its numerical
+    notes as a check of every plan reads them (:func:`convcheck.check.judging.after_run`), in every type: a
+    plan whose notes say Winograd or FFT is judged by that algorithm's bound, one with
+    REDUCED_PRECISION_REDUCTION by the bound of a reduced-precision sum, an exact check of a plan that is not
+    exact by the elementwise bound. Only a failure asks: every one of those bounds allows at least what the
+    direct sum's allows, so a check that passed the direct bound passes the plan's too (and reading the notes
+    builds a graph per note). The notes of a graph are read once per process
+    (:func:`convcheck.check.backends.cudnn_graph.plan_notes`)."""
     from .backends import cudnn_graph
 
-    problem = result.problem
+    problem, said = result.problem, result.backend_info
     try:
         notes, _ = cudnn_graph.plan_notes(problem, tuple(heuristics or cudnn_graph.HEURISTICS))
     except Exception as e:  # the verdict stands, judged as a direct sum; why the plan's notes are unknown is said
         result.plan.notes.append(f"the plan's numerical notes could not be read ({type(e).__name__}: {e}); "
                                  "judged as a direct sum")
         return
-    how = bound_for_plan(problem, result.bound, notes.get(result.backend_info.get("plan_index"), []),
-                         explicit=explicit, reference=result.plan.reference)
-    if how.bound == result.bound and how.problem is problem and not how.reduced and how.algorithm is None:
+    chosen = after_run(asked, problem, result.plan, {**said, "numerical_notes": notes.get(said.get("plan_index"), [])})
+    if chosen.name == result.bound and chosen.kind == "direct" and chosen.judged_as == problem.dtype:
         return
-    bnd = plan_bound(how, result.plan)
-    judge(result, ours, ref, bnd, magnitudes_for(bnd, problem, inputs, where), where, result.backend_info.get("redzone") or ())
-    result.judged_as = how.judged_as
-    said = how.why or how.judged_as
-    result.plan.notes.append(f"engine {result.backend_info.get('engine')}: {said}")
+    where = compare_device(result.plan)
+    judge(result, ours, ref, chosen.bound, magnitudes_for(chosen.bound, problem, inputs, where), where, said.get("redzone") or ())
+    result.judged_as = chosen.judged_as
+    result.plan.notes.append(f"engine {said.get('engine')}: {chosen.why or chosen.judged_as}")
 
 
 #: What recomputes a stored output: the seed's own rule recomputes it as the lesson did (torch's
@@ -580,36 +555,18 @@ def judge_given(problem: ConvProblem, inputs: ConvInputs, answer, *, implementat
                 algorithm: str | None = None, ref=None, diagnose: int | None = 0) -> CheckResult:
     """Given data judged: the caller's inputs and an answer computed elsewhere (``implementation``
     "yours": an assert's; "stored": the lesson's stored output), against ``reference`` recomputed on
-    ``device``. The one path given data takes to a verdict, the same stages as :func:`run_spec`'s
-    after its run under test: the bound from :func:`convcheck.check.judging.bound_for` (the direct, staged,
-    rigorous or probable, or a declared fast algorithm's), the magnitudes, :func:`judge`. ``ref``: the
-    reference's answer where the caller computed it already (an assert: float64 of your inputs as given).
-    ``diagnose``: a failure's diagnosis budget in convolutions, as :class:`~convcheck.check.spec.CheckSpec`'s
-    (0, the default here: none; None: scaled to the check)."""
-    from .environment import versions
+    ``device``: :func:`run_spec` with the answer as the implementation under test
+    (:class:`~convcheck.check.implementation.GivenAnswer`). ``ref``: the reference's answer where the caller
+    computed it already (an assert: float64 of your inputs as given). ``diagnose``: a failure's diagnosis
+    budget in convolutions, as :class:`~convcheck.check.spec.CheckSpec`'s (0, the default here: none; None:
+    scaled to the check)."""
+    from .implementation import GivenAnswer
     from .spec import CheckSpec
 
-    inputs = replace(inputs, kind="given")
-    spec = CheckSpec(problem=problem, backend=implementation, reference=reference, device=device, bound=bound,
-                     level=level, contract=contract, algorithm=algorithm)
-    plan = Plan(backend=implementation, backend_device=device, reference=reference, reference_device=device,
-                reference_backend=backends.require(reference, device))
-    how = for_check(spec, plan, "given", room=False)  # the caller's arrays are already in memory
-    bnd, bound_name = how.bound, how.name
-    result = CheckResult(status="error", problem=problem, plan=plan, seed=-1, bound=bound_name, fill="given",
-                         level=how.level, contract=how.contract, algorithm=how.declared.text if how.declared else None)
-    start = time.perf_counter()
-    with device_scope(plan):
-        if ref is None:
-            ref, result.reference_info = run_reference(plan, problem, inputs)
-        mags = magnitudes_for(bnd, problem, inputs, compare_device(plan), reference=ref)
-        judge(result, answer, ref, bnd, mags, compare_device(plan), inputs=inputs)
-        if result.status == "failed" and diagnose != 0:
-            _diagnose(result, answer, ref, inputs, diagnose)
-    result.outputs, result.magnitudes = (answer, ref, inputs), mags
-    result.time_s = time.perf_counter() - start
-    result.versions = versions()
-    return result
+    spec = CheckSpec(problem=problem, backend=implementation, reference=reference, device=device, seed=-1, bound=bound,
+                     level=level, contract=contract, algorithm=algorithm, diagnose=diagnose)
+    return run_spec(spec, replace(inputs, kind="given"), keep_outputs=True,
+                    answer=GivenAnswer(implementation, device, answer), ref=ref)
 
 
 def check_stored_output(problem: ConvProblem, x, w, y_stored, device: str | None = None,

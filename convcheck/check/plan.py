@@ -21,12 +21,11 @@ class Plan:
     reference: str
     reference_device: str
     notes: list[str] = field(default_factory=list)
-    #: the two implementations themselves (backend modules, or your function's backend object), where
-    #: :func:`resolve` was asked to make sure they run here (``require=True``): the pipeline runs them
-    #: through these, and asks the registry nothing more
+    #: the two implementations themselves (:class:`convcheck.check.implementation.Implementation`), where
+    #: :func:`resolve` was asked to make sure they run here (``require=True``) or the caller gave them: the
+    #: check runs them and asks them how they computed, and asks the registry nothing more
     under_test: Any = field(default=None, repr=False, compare=False)
-    reference_backend: Any = field(default=None, repr=False, compare=False)
-    user_function: bool = False  # the implementation under test is your function (FILE.py:NAME, module:NAME)
+    reference_impl: Any = field(default=None, repr=False, compare=False)
 
 
 def _cuda_usable() -> bool:
@@ -45,7 +44,9 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
     test) where a usable GPU exists, else torch on the CPU vs the NumPy reference. The lesson's
     literal comparison, torch's own convolution in the checked type, is ``reference="torch"``.
     ``require``: also make sure both run here (else :class:`~convcheck.base.errors.BackendUnavailable`
-    with the reason) and hold them in the plan."""
+    with the reason) and hold them in the plan. The registry is asked once per implementation."""
+    from .implementation import Backend
+
     if device not in (None, "cpu", "cuda"):
         raise BadInput(f"the device must be cpu or cuda, got {device!r}", option="device")
     notes = []
@@ -62,25 +63,27 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
     if backend not in backends.NAMES and not user:
         raise BadInput(f"unknown backend {backend!r}; expected auto, one of {', '.join(backends.NAMES)}, "
                        "or your function as path/to/file.py:NAME or package.module:NAME")
+    under = backends.module(backend)  # a file or name that is not there is the user's mistake: said now, once
     if user:
-        backends.module(backend)  # a file or name that is not there is the user's mistake: said now, once
         # your function is judged against the float64 NumPy reference on the CPU and torch's float64
         # convolution with cuDNN disabled on a GPU (neither shares your code)
         device = device or ("cuda" if _cuda_usable() else "cpu")
         reference = reference or ("numpy" if device == "cpu" else "torch64")
-    reference = reference or backends.facts(backend).default_reference
+    reference = reference or under.default_reference
     if reference not in backends.NAMES:
         raise BadInput(f"unknown reference {reference!r}; expected one of {', '.join(backends.NAMES)}")
+    against = backends.module(reference)
+    under_host, against_host = (tuple(m.devices) == ("cpu",) for m in (under, against))
     if backend == "cudnn":
         if device == "cpu":
             raise BadInput("the cudnn backend runs on the GPU; the cpu device applies only to torch", option="device")
         device = "cuda"
-    elif backends.host_only(backend):
-        device = device or ("cuda" if not backends.host_only(reference) and _cuda_usable() else "cpu")
+    elif under_host:
+        device = device or ("cuda" if not against_host and _cuda_usable() else "cpu")
     else:
         device = device or ("cuda" if _cuda_usable() else "cpu")
-    backend_device = "cpu" if backends.host_only(backend) else device
-    reference_device = "cpu" if backends.host_only(reference) else device
+    backend_device = "cpu" if under_host else device
+    reference_device = "cpu" if against_host else device
     if reference == backend:
         why = (f"; with no usable GPU here auto chose {backend} on the CPU ({notes[0][len('cuDNN not tested: '):]}), so "
                f"--reference {reference} would judge it by itself: the lesson's comparison needs cuDNN under test on a GPU"
@@ -88,10 +91,10 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
         raise BadInput(f"the reference must differ from the implementation under test (both are {backend!r}){why}")
     if not notes and "cudnn" not in (backend, reference):
         notes.append(f"cuDNN not tested: {backend} vs {reference} was asked for")
-    plan = Plan(backend, backend_device, reference, reference_device, notes, user_function=user)
+    plan = Plan(backend, backend_device, reference, reference_device, notes)
     if require:
-        plan.under_test = backends.require(backend, backend_device)
-        plan.reference_backend = backends.require(reference, reference_device)
+        plan.under_test = Backend(backend, backend_device, backends.require(backend, backend_device, under))
+        plan.reference_impl = Backend(reference, reference_device, backends.require(reference, reference_device, against))
         shared = shared_implementation(plan)  # both loaded now: the libcudnn files this process maps
         if shared:
             plan.notes.append(shared)

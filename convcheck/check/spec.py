@@ -43,6 +43,7 @@ class CheckSpec:
     max_memory: int | None = None  # a limit, not a verdict: refuse a check that would need more bytes
     timeout: float | None = None  # a limit, not a verdict: seconds (0: none; None: scaled to the problem)
     diagnose: int | None = None  # a failure's diagnosis, not a verdict: its budget in convolutions (0: off; None: default)
+    environment: tuple | None = None  # variables that choose your code's path, named by you (.environment.code_path)
 
     def with_problem(self, problem: ConvProblem) -> "CheckSpec":
         return replace(self, problem=problem)
@@ -86,14 +87,29 @@ class CheckSpec:
 
         check_signature(backend, self.convention, direction or (self.problem.direction if self.problem else None))
 
-    def effective_contract(self, backend: str | None = None) -> str | None:
+    def effective_contract(self, backend=None) -> str | None:
         """The contract that judges: your function's or a given answer's (default staged); None for an
-        implementation that says how it computes itself (torch, cuDNN)."""
+        implementation that says how it computes itself (torch, cuDNN). ``backend``: a name, or the
+        check's :class:`~convcheck.check.implementation.Implementation` (default: the spec's backend)."""
         from .backends import GIVEN, is_user_function
+        from .implementation import Implementation
         from ..numerics.rounding import DEFAULT_CONTRACT
 
         backend = backend or self.backend
-        return (self.contract or DEFAULT_CONTRACT) if backend in GIVEN or is_user_function(backend) else None
+        if isinstance(backend, Implementation):  # the check's own: it says whether it can say how it computes
+            judged = backend.declares
+        else:
+            judged = backend in GIVEN or is_user_function(backend)
+        return (self.contract or DEFAULT_CONTRACT) if judged else None
+
+    def code_path(self) -> str | None:
+        """The environment variables that choose the code path of this check, as its record names them
+        (:func:`convcheck.check.environment.code_path`): the ones named, and for your function or a
+        framework's runtime the variables known to choose theirs."""
+        from .backends import is_user_function
+        from .environment import FRAMEWORK_BACKENDS, code_path
+
+        return code_path(self.environment, self.backend in FRAMEWORK_BACKENDS or is_user_function(self.backend))
 
     def effective_level(self, data: str) -> str | None:
         """The level that judges given data (default probable); None for convcheck's own fill."""
@@ -131,22 +147,11 @@ class CheckSpec:
             "bound": self.resolved_bound(data), "seed": self.seed, "backend": self.backend,
             "reference": self.reference, "planted_bug": self.plant,
         }
-        if self.all_engines:
-            out["engines"] = "all"
-        if self.engine is not None:
-            out["engine_pinned"] = self.engine
-        if fast is not None:
-            out["algorithm"] = fast.text
-        if self.convention:
-            out["convention"] = self.convention
-        if self.precision:
-            out["precision"] = self.precision
-        contract = self.effective_contract()
-        if contract:
-            out["contract"] = contract
-        level = self.effective_level(data)
-        if level:
-            out["level"] = level
+        where_set = {"engines": "all" if self.all_engines else None, "engine_pinned": self.engine,
+                     "algorithm": fast.text if fast is not None else None, "convention": self.convention,
+                     "precision": self.precision, "contract": self.effective_contract(),
+                     "level": self.effective_level(data), "environment": self.code_path()}
+        out.update((field, where_set[field]) for field in KEY_WHERE_SET if where_set.get(field) is not None)
         if data == "given":
             out["fill"] = "given"
         return out
@@ -158,6 +163,7 @@ class CheckSpec:
         which is no bound to ask for: the algorithm is asked for instead, as the check did."""
         from ..base.errors import BadInput
         from ..problem.descriptor import problem_from_record
+        from .environment import code_path_names
 
         backend = rec.get("backend")
         if not backend:
@@ -169,7 +175,8 @@ class CheckSpec:
                    bound=None if algorithm else rec.get("bound"), level=rec.get("level"),
                    contract=rec.get("contract"), algorithm=algorithm, convention=rec.get("convention"), precision=rec.get("precision"),
                    plant=rec.get("planted_bug"),
-                   engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None)
+                   engine=rec.get("engine_pinned"), heuristics=tuple(heuristics) if heuristics else None,
+                   environment=code_path_names(rec.get("environment")))
 
 
 def recorded_device(rec: dict) -> str | None:
@@ -180,7 +187,15 @@ def recorded_device(rec: dict) -> str | None:
     return rec.get("reference_device") if backends.host_only(rec["backend"]) else rec.get("backend_device")
 
 
+#: What identifies a check in its record (:func:`convcheck.campaign.records.record_key`): the record's fields
+#: always in the key, in the key's order; then those in it only where set, each with its name there.
+#: :meth:`CheckSpec.identity` and :meth:`convcheck.check.pipeline.CheckResult.record` write them.
+KEY_ALWAYS = ("problem", "mode", "dtype", "layout", "direction", "fuse", "bound", "seed", "backend", "reference", "planted_bug")
+KEY_WHERE_SET = {"engines": "engines", "engine": "engine", "engine_pinned": "pinned", "algorithm": "algorithm",
+                 "convention": "convention", "precision": "precision", "contract": "contract", "level": "level",
+                 "environment": "environment"}
+
 #: The spec's fields that can change a verdict (the problem's own fields besides): what a record
 #: key holds. The limits (max_memory, timeout) and ``device`` are not among them.
 VERDICT_FIELDS = ("backend", "reference", "seed", "bound", "level", "contract", "algorithm", "convention", "precision", "plant",
-                  "engine", "all_engines")
+                  "engine", "all_engines", "environment")

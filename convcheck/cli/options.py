@@ -110,6 +110,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def variable_names(text: str) -> tuple:
+    """--environment NAME[,NAME...]: environment variables' names, checked."""
+    import re
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected environment variables' names, comma-separated "
+                                         "(e.g. JAX_PLATFORMS,KERAS_BACKEND)")
+    return tuple(sorted(set(names)))
+
+
 def fuse(text: str) -> tuple:
     """--fuse bias,relu as a tuple of the fused operations (checked with the problem)."""
     return tuple(op.strip() for op in text.split(",") if op.strip())
@@ -207,6 +219,11 @@ def _options() -> tuple[Option, ...]:
         Option("precision", "spec", {"metavar": "SETTING", **_help(
             "a runtime's own precision setting (default: as it ships): jax: default|high|highest (lax.Precision); "
             "openvino: f32|bf16|f16 (INFERENCE_PRECISION_HINT)")}),
+        Option("environment", "spec", {"type": variable_names, "metavar": "NAMES", **_help(
+            "environment variables that choose your code's path (a framework's back end or precision), comma-separated: "
+            "their values go in every record and its key, so --resume and diff keep runs under different values apart. "
+            "For your function and the runtimes, the variables known to choose a framework's path are recorded too")},
+               examples=("HOME",)),
         Option("plant", "spec", {"choices": tuple(BUGS), **_help(
             "plant a bug in the implementation under test; its checks must fail")},
                examples=("padding", "winograd-coefficient")),

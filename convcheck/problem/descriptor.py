@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cached_property
 from dataclasses import dataclass, replace
 
 from ..base.errors import BadInput
@@ -160,49 +161,50 @@ class ConvProblem:
         )
 
     # ------------------------------------------------------------ derived facts
-    @property
+    # (computed once per problem: a problem is immutable, and a check asks them many times)
+    @cached_property
     def ndim(self) -> int:
         """Number of spatial axes."""
         return len(self.input)
 
-    @property
+    @cached_property
     def axis_names(self) -> tuple[str, ...]:
         return _AXES[3 - self.ndim:]
 
-    @property
+    @cached_property
     def effective_kernel(self) -> tuple[int, ...]:
         return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
 
-    @property
+    @cached_property
     def output(self) -> tuple[int, ...]:
         return tuple(
             (i + pre + post - eff) // s + 1
             for i, pre, post, eff, s in zip(self.input, self.pad_pre, self.pad_post, self.effective_kernel, self.stride)
         )
 
-    @property
+    @cached_property
     def x_shape(self) -> tuple[int, ...]:
         """Logical input dims, always N, C, spatial (the layout is a stride matter)."""
         return (self.mb, self.ic, *self.input)
 
-    @property
+    @cached_property
     def w_shape(self) -> tuple[int, ...]:
         return (self.oc, self.ic // self.groups, *self.kernel)
 
-    @property
+    @cached_property
     def y_shape(self) -> tuple[int, ...]:
         return (self.mb, self.oc, *self.output)
 
-    @property
+    @cached_property
     def result_shape(self) -> tuple[int, ...]:
         """What the operation produces: y for fprop, dx for dgrad, dw for wgrad."""
         return {"fprop": self.y_shape, "dgrad": self.x_shape, "wgrad": self.w_shape}[self.direction]
 
-    @property
+    @cached_property
     def activation(self) -> str | None:
         return next((op for op in self.fuse if op in ACTIVATIONS), None)
 
-    @property
+    @cached_property
     def accumulation_depth(self) -> int:
         """Products summed into one result element (DESIGN.md 3): fprop (C/g)*prod(kernel);
         dgrad (K/g)*prod(kernel), an upper bound since padding and stride drop some;
@@ -213,17 +215,17 @@ class ConvProblem:
             return self.mb * math.prod(self.output)
         return (self.ic // self.groups) * math.prod(self.kernel)
 
-    @property
+    @cached_property
     def cropped_input(self) -> tuple[int, ...]:
         """Input extent actually read: a negative back padding crops it, zero padding does not."""
         return tuple(i + min(post, 0) for i, post in zip(self.input, self.pad_post))
 
-    @property
+    @cached_property
     def nonnegative_pad_post(self) -> tuple[int, ...]:
         """Back padding to use on the cropped input (see :attr:`cropped_input`)."""
         return tuple(max(post, 0) for post in self.pad_post)
 
-    @property
+    @cached_property
     def reads_input(self) -> bool:
         """False when along some axis no tap of any output lands on an input element
         (all in padding, or skipped over by stride and dilation): the output is then
@@ -233,7 +235,7 @@ class ConvProblem:
                 return False
         return True
 
-    @property
+    @cached_property
     def layout_name(self) -> str:
         """NCW/NCHW/NCDHW or NWC/NHWC/NDHWC."""
         sp = "".join(a.upper() for a in self.axis_names)

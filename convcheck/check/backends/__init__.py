@@ -51,22 +51,24 @@ def module(name: str):
                    "or your function as path/to/file.py:NAME or package.module:NAME")
 
 
-def unavailable_reason(name: str, device: str) -> str | None:
-    """None if ``name`` can run on ``device`` here, else why not."""
+def unavailable_reason(name: str, device: str, loaded=None) -> str | None:
+    """None if ``name`` can run on ``device`` here, else why not. ``loaded``: its module, where the
+    caller holds it already."""
     try:
-        return module(name).unavailable_reason(device)
+        return (loaded or module(name)).unavailable_reason(device)
     except BadInput:
         raise
     except Exception as e:  # a half-installed library: report, never crash
         return f"{type(e).__name__}: {e}"
 
 
-def require(name: str, device: str):
-    """The backend module, or BackendUnavailable with the reason."""
-    reason = unavailable_reason(name, device)
+def require(name: str, device: str, loaded=None):
+    """The backend module, or BackendUnavailable with the reason. ``loaded``: its module, where the
+    caller holds it already."""
+    reason = unavailable_reason(name, device, loaded)
     if reason:
         raise BackendUnavailable(name, reason)
-    return module(name)
+    return loaded or module(name)
 
 
 def facts(name: str):
@@ -87,24 +89,3 @@ def host_only(name: str) -> bool:
 
 #: Implementations that are no backend: an answer handed to an assert, a stored output.
 GIVEN = {"yours": "your answer", "stored": "the stored output"}
-
-
-def computes(name: str, problem, device: str = "cpu", contract: str | None = None):
-    """What ``name`` computes for ``problem`` on ``device`` (:class:`convcheck.numerics.rounding.Computes`),
-    from the implementation itself: a backend that can say (torch asks torch which kernel it runs)
-    has ``computes(problem, device)``; one that cannot (your function, a given answer) is judged
-    by ``contract`` (:data:`convcheck.numerics.rounding.CONTRACTS`); float64 ones and "reference" say
-    :data:`convcheck.numerics.rounding.FLOAT64`. What the error model knows of an implementation is this."""
-    from dataclasses import replace
-
-    from ...numerics.rounding import FLOAT64, ONCE, by_contract
-
-    if name == "reference" or float64(name):
-        return replace(FLOAT64, path=f"{name} float64")
-    if name in GIVEN:  # your answer is modelled as torch computes; a stored output as a fused graph
-        return by_contract(problem, contract, GIVEN[name], stores_epilogue=name == "yours")
-    if is_user_function(name):
-        return by_contract(problem, contract, "your function")
-    own = getattr(module(name), "computes", None)
-    said = own(problem, device) if own is not None else ONCE
-    return replace(said, stores_epilogue=bool(getattr(module(name), "stores_epilogue", False)))

@@ -179,6 +179,7 @@ def run(problem: ConvProblem, inputs, device: str = "cpu"):
         y, how = compute(problem, x, w, dy, bias)
         info = {
             "implementation": how,
+            "computes": kernel,  # what the bound models (convcheck.check.implementation.Backend keeps it)
             "kernel": kernel.as_dict(problem),
             "device": str(y.device),
             "dtype": str(storage).replace("torch.", ""),

@@ -24,6 +24,7 @@ symmetric problem reaches your function's own padding, stride and dilation code 
 from __future__ import annotations
 
 import functools
+import sys
 import pickle
 import inspect
 import os
@@ -66,8 +67,13 @@ class UserFunction:
         return torch_conv.unavailable_reason(device)
 
     def own_versions(self) -> dict:
-        """What a record's versions say about the function: its name and the hash of its file."""
-        return {"user_function": f"{self.name} sha256:{self.sha256[:16]}"}
+        """What a record's versions say about the function: its name, the hash of its file, and the
+        versions of the installed packages its file imports (the code path it may take)."""
+        said = {"user_function": f"{self.name} sha256:{self.sha256[:16]}"}
+        imports = imported_versions(self.source)
+        if imports:
+            said["user_function_imports"] = imports
+        return said
 
     def run(self, problem: ConvProblem, inputs, device: str = "cpu", convention: str | None = None):
         """Returns (your output, info dict). Your mistakes are BadInput naming the problem. ``convention``:
@@ -97,7 +103,8 @@ class UserFunction:
                 raise  # the check did not fit: the pipeline records it as refused, with its figures
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise BadInput(f"your function {self.name} raised {type(e).__name__}: {first} "
-                           f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
+                           f"(on {problem.descriptor()}, {problem.direction} {problem.dtype}; "
+                           f"{called_with(problem, called_as)})", option="backend") from None
         out = _as_result(self.name, problem, out, storage, call)
         return out, {"called_with": call.as_dict(), **({"convention": called_as.text} if called_as else {}), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
                      "source": self.source, "device": str(out.device), "dtype": str(storage).replace("torch.", ""),
@@ -220,6 +227,22 @@ def compute(problem: ConvProblem, fn: Callable, x, w, dy=None, bias=None,
     return dgrad(tuple(problem.x_shape), w_eff, _embedded(dy, call, problem)), call
 
 
+def called_with(problem: ConvProblem, convention: "conventions.Convention | None" = None) -> str:
+    """What your function was handed for ``problem``, in words (a function that cannot take an argument
+    is told which it was given): the tensors' shapes and type, and the geometry."""
+    call = call_for(problem)
+    dtype = problem.dtype
+    tensors = {"fprop": f"input {list(problem.x_shape)} {dtype}, weight {list(problem.w_shape)} {dtype}"
+                        + (", bias" if "bias" in problem.fuse else ", bias None"),
+               "dgrad": f"input_size {list(problem.x_shape)}, weight {list(problem.w_shape)} {dtype}, "
+                        f"grad_output {list(problem.y_shape)} {dtype}",
+               "wgrad": f"input {list(problem.x_shape)} {dtype}, weight_size {list(problem.w_shape)}, "
+                        f"grad_output {list(problem.y_shape)} {dtype}"}[problem.direction]
+    how = f" as the convention {convention.text} says" if convention is not None else ""
+    return (f"called{how} with {tensors}, stride {tuple(problem.stride)}, padding {call.padding}, "
+            f"dilation {tuple(problem.dilation)}, groups {problem.groups}")
+
+
 def _check_callable(name: str, fn: Callable) -> None:
     if not callable(fn):
         raise BadInput(f"backend {name!r}: {type(fn).__name__} is not callable; expected a function "
@@ -276,6 +299,43 @@ def load(name: str) -> UserFunction:
     return _LOADED[key]
 
 
+def imported_versions(path: str) -> dict:
+    """{distribution: version} of the installed packages the Python file at ``path`` imports at its top
+    level or anywhere in it, read from its syntax tree (the file is parsed, never run); {} where it cannot
+    be read. The standard library and convcheck itself are left out."""
+    import ast
+    from importlib import metadata
+
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read()) if path else None
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return {}
+    if tree is None:
+        return {}
+    tops = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            tops.add(node.module.split(".")[0])
+    owners = _distributions()
+    out = {}
+    for top in sorted(tops - set(sys.stdlib_module_names) - {"convcheck"}):
+        for dist in owners.get(top, ()):
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict:
+    from importlib import metadata
+
+    return metadata.packages_distributions()
+
+
 def describe(fn: Callable) -> str:
     """How records name a Python callable: ``module:qualname``, with a partial's fixed arguments."""
     if isinstance(fn, functools.partial):
@@ -309,6 +369,12 @@ def not_shippable(fn: Callable) -> str | None:
         return f"{describe(fn)} is defined in the script that runs (__main__), which a worker process cannot import"
     if "<locals>" in qualname or "<lambda>" in qualname:
         return f"{describe(fn)} is a lambda or is defined inside a function: a worker process cannot import it by name"
+    import importlib.machinery
+
+    top = module.split(".")[0]
+    if top not in sys.builtin_module_names and importlib.machinery.PathFinder.find_spec(top, sys.path) is None:
+        return (f"{describe(fn)} is in module {module}, which is not on the import path (loaded from a file by its "
+                "path?): a worker process cannot import it by name")
     try:
         pickle.loads(pickle.dumps(fn))
     except Exception as e:  # noqa: BLE001 - whatever stops pickling, the reason is said
