@@ -299,3 +299,20 @@ def test_the_same_failure_gets_the_same_explanation_on_a_busy_machine():
             p.join()
     assert loaded == quiet
     assert quiet[1] == quiet[2]  # the default budget tests every cause the catalogue offers
+
+
+@pytest.mark.parametrize("desc", ["g4mb2ic16ih9oc8oh5kh3sh2ph1", "mb1ic8iw9oc4ow9kw3pw1dw1", "mb1ic4id5ih5iw5oc4od5oh5ow5kd3kh3kw3pd1ph1pw1",
+                                  "mb2ic8ih12oc8oh5kh3sh2ph0", "g8mb1ic8ih7oc8oh7kh3ph1"])
+@pytest.mark.parametrize("mode", ["xcorr", "conv"])
+def test_the_sum_of_rounded_products_is_the_convolution_where_nothing_rounds(desc, mode):
+    """The products cause's own sum, rounding to float64 (no rounding at all), is torch's float64 convolution:
+    every geometry (groups, stride, dilation, 1-D to 3-D, true convolution) lands each product where it belongs."""
+    from convcheck.check.causes import sum_of_rounded_products
+
+    p = parse_descriptor(desc, mode=mode)
+    x, w = torch.randn(p.x_shape, dtype=torch.float64), torch.randn(p.w_shape, dtype=torch.float64)
+    pad = [v for a in reversed(range(p.ndim)) for v in (p.pad_pre[a], p.pad_post[a])]
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[p.ndim]
+    kernel = w.flip(dims=tuple(range(2, w.dim()))) if mode == "conv" else w
+    ref = conv(F.pad(x, pad), kernel, stride=p.stride, dilation=p.dilation, groups=p.groups)
+    torch.testing.assert_close(sum_of_rounded_products(p, x, w, "float64"), ref, rtol=1e-12, atol=1e-12)

@@ -212,8 +212,8 @@ PRODUCTS_AT_ONCE = 1 << 22
 
 def sum_of_rounded_products(problem, x, w, tname: str):
     """fprop's sum of its products, each rounded to ``tname`` first, in float64 (torch tensors in, a
-    float64 tensor [mb, oc, *output] out): one kernel tap at a time, the products of a block of input
-    channels at once."""
+    float64 tensor [mb, oc, *output] out): one kernel tap at a time, every group at once, the products of
+    a block of each group's input channels at once."""
     import itertools
 
     import torch
@@ -222,21 +222,20 @@ def sum_of_rounded_products(problem, x, w, tname: str):
         w = w.flip(dims=tuple(range(2, w.dim())))
     pad = [v for a in reversed(range(problem.ndim)) for v in (problem.pad_pre[a], problem.pad_post[a])]
     xp = torch.nn.functional.pad(x, pad)  # a negative back padding crops
-    g, out = problem.groups, problem.output
+    g, out, n = problem.groups, problem.output, x.shape[0]
     cg, og = problem.ic // g, problem.oc // g
-    total = torch.zeros((x.shape[0], problem.oc, *out), dtype=torch.float64, device=x.device)
-    chunk = max(1, PRODUCTS_AT_ONCE // max(1, x.shape[0] * og * math.prod(out)))
-    narrow = getattr(torch, tname)
+    total = torch.zeros((n, g, og, *out), dtype=torch.float64, device=x.device)
+    chunk = max(1, PRODUCTS_AT_ONCE // max(1, n * g * og * math.prod(out)))
+    narrow, spatial = getattr(torch, tname), [1] * problem.ndim
+    wg = w.reshape(g, og, cg, *problem.kernel)
     for tap in itertools.product(*(range(k) for k in problem.kernel)):
         window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, problem.dilation, out, problem.stride))
-        xs = xp[(slice(None), slice(None)) + window]
-        for gi in range(g):
-            wg = w[(slice(gi * og, (gi + 1) * og), slice(None)) + tap]  # [og, cg]
-            for c0 in range(0, cg, chunk):
-                xc = xs[:, gi * cg + c0:gi * cg + min(cg, c0 + chunk)]  # [n, c, *out]
-                wc = wg[:, c0:c0 + chunk].reshape(1, og, -1, *([1] * problem.ndim))
-                total[:, gi * og:(gi + 1) * og] += (xc[:, None] * wc).to(narrow).to(torch.float64).sum(dim=2)
-    return total
+        xs = xp[(slice(None), slice(None)) + window].reshape(n, g, 1, cg, *out)  # [n, g, 1, cg, *out]
+        wt = wg[(slice(None), slice(None), slice(None)) + tap]  # [g, og, cg]
+        for c0 in range(0, cg, chunk):
+            products = xs[:, :, :, c0:c0 + chunk] * wt[None, :, :, c0:c0 + chunk].reshape(1, g, og, -1, *spatial)
+            total += products.to(narrow).to(torch.float64).sum(dim=3)
+    return total.reshape(n, problem.oc, *out)
 
 
 def _rounded_products(tname: str):
