@@ -71,6 +71,17 @@ def hangs(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _torch(input, weight, bias, stride, padding, dilation, groups)
 
 
+def hangs_with_a_child_in_its_own_session(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """Starts a process in a session of its own (out of its worker's process group), writes its pid to
+    $CRASHERS_CHILD, and never returns."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    with open(os.environ["CRASHERS_CHILD"], "w") as f:
+        f.write(str(child.pid))
+    time.sleep(3600)
+
+
 def plans_then_segfault(count: int, crash_at: int):
     """A task for the supervisor itself: announce ``count`` cuDNN-like plans in turn and
     segfault in plan ``crash_at`` (what an --all-engines check does when one engine crashes)."""

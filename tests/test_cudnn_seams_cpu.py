@@ -240,7 +240,7 @@ def _failed_cudnn_check(dtype: str, plant: str, notes: list, monkeypatch):
     assert result.status == "failed" and result.comparison.bound == "elementwise"
     ours, ref, inputs = result.outputs
     result.plan.backend, result.plan.under_test = "cudnn", Backend("cudnn", "cuda", cudnn_graph)
-    result.planted = None
+    result.spec = result.spec.replace(plant=None)
     result.backend_info = {"engine": "eng0", "plan_index": 0}
     monkeypatch.setattr(cudnn_graph, "plan_notes", lambda problem, heuristics=None: ({0: list(notes)}, ""))
     asked = for_check(CheckSpec(problem=p, backend="cudnn", reference="torch64"), result.plan, room=False)

@@ -152,6 +152,30 @@ def test_one_check_that_hangs_is_a_timeout():
     assert done.returncode == 1 and "convcheck: timeout: still running after 2 s in stage execute" in done.stderr
 
 
+def test_a_timeout_ends_what_the_function_started_in_a_session_of_its_own(tmp_path):
+    """A killed worker takes its descendants with it, not only its process group."""
+    marker = tmp_path / "child.pid"
+    start = time.perf_counter()
+    done = run_cli("check", "mb1ic8ih8oc8oh8kh3ph1", "--backend", f"{CRASHERS}:hangs_with_a_child_in_its_own_session",
+                   "--timeout", "3", env={"CRASHERS_CHILD": str(marker)})
+    # a child left alive holds the command's output open: the command would not end before it (300 s)
+    assert time.perf_counter() - start < 60, "the command ended only when the function's child did"
+    assert done.returncode == 1 and "convcheck: timeout: " in done.stderr, done.stderr
+    pid = int(marker.read_text())
+    deadline = time.time() + 10
+    while time.time() < deadline and os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid):
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or "Z" in _state(pid), f"process {pid} ({_state(pid)}) outlived its worker"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
 def test_the_library_turns_an_exit_into_a_failed_result():
     from convcheck import assert_conv_function, check_conv_function
     from tests import crashers

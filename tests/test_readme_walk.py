@@ -58,7 +58,7 @@ COMMANDS = [
     ("convcheck repro r50.jsonl --index 7 -o conv_bug.py", 0),
     ("python conv_bug.py", 3),
     ("convcheck check mb2ic16ih14oc8oh14kh3ph1 --repro conv_bug2.py", 0),
-    ("convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --out resnet.jsonl --junit resnet.xml", 0),
+    ("convcheck sweep --batch resnet_50 --mb 8 --out resnet.jsonl --junit resnet.xml", 0),
     ("convcheck sweep --random 200 --seed 1 --expect-fail cases/known_failures/torch_cpu.txt --out random.jsonl", 0),
     ("convcheck rerun resnet.jsonl --index 3", 0),
     ("convcheck diff r50.jsonl resnet.jsonl", 0),

@@ -403,3 +403,28 @@ def test_a_command_of_one_check_at_a_time_takes_one_value(tmp_path, command, sev
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "one at a time here; sweep and model take several" in lines[0], done.stderr
+
+
+def test_a_sweep_of_a_planted_bug_says_planted_and_counts_only_what_happened(tmp_path):
+    """The summary counts in words ("1 record"), prints the counters that are not zero, and says how many
+    checks of a planted bug caught it."""
+    out = tmp_path / "p.jsonl"
+    done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic4ih6oc4oh6kh1ph0", "--backend", "torch", "--device", "cpu",
+                   "--plant", "flip", "--diagnose", "0", "--out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout
+    assert "planted bug flip: 1 of 2 checks caught (failed); 1 not: unsupported 1" in said, said
+    line = next(x for x in said.splitlines() if "this run:" in x)
+    assert line.split("this run:")[1].split() == ["failed", "1", "unsupported", "1"], line
+    one = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "--backend", "torch", "--device", "cpu", "--out", str(tmp_path / "o.jsonl"))
+    assert "sweep: 1 record appended to" in one.stdout, one.stdout
+
+
+def test_a_list_convcheck_comes_with_is_taken_by_name(tmp_path):
+    out = tmp_path / "r.jsonl"
+    done = run_cli("sweep", "--batch", "resnet_50", "--match", "res2a_branch2a", "--mb", "1", "--device", "cpu",
+                   "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [r["source"] for r in read_records(out)] == ["shapes_resnet_50"]
+    missing = run_cli("sweep", "--batch", "resnet_5O", "--out", str(tmp_path / "m.jsonl"))
+    assert missing.returncode == 2 and "resnet_50" in missing.stderr and missing.stderr.count("\n") == 1, missing.stderr

@@ -61,7 +61,7 @@ def _bits(problem, rec, fn):
 @pytest.mark.parametrize("bug", ["tf32", "bf16-accumulation", "padding", "stride"])
 def test_each_bug_fails_on_every_resnet_50_layer_where_it_changes_the_answer(bug):
     correct, buggy = example.kernel(), example.kernel(bug)
-    recs = check_conv_function(buggy, "resnet_50", directions=ALL, mb=2, diagnose=0)  # verdicts (causes: test_diagnosis)
+    recs = check_conv_function(buggy, "resnet_50", directions=ALL, mb=1, diagnose=0)  # verdicts (causes: test_diagnosis)
     changed = caught = 0
     for rec in recs:
         p = parse_descriptor(rec["problem"], direction=rec["direction"])

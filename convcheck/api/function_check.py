@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..base.errors import BadInput
+from ..problem import lists
 from ..base.status import Status, of
 from ..problem.descriptor import ConvProblem, layout_from_name, parse_descriptor, read_batch_file
 
@@ -54,7 +55,6 @@ BUILTIN = (
 )
 
 #: Where the bundled benchdnn lists are (a checkout or an editable install of the repository).
-BUNDLED = Path(__file__).resolve().parents[2] / "cases" / "benchdnn"
 
 
 def problems_from(problems, mb: int | None = None) -> list[ConvProblem]:
@@ -65,13 +65,10 @@ def problems_from(problems, mb: int | None = None) -> list[ConvProblem]:
     if problems is None:
         return [parse_descriptor(d, **over) for d in BUILTIN]
     if isinstance(problems, (str, Path)):
-        path = Path(problems)
+        path = lists.batch_file(problems)
         if path.is_file():
             return read_batch_file(path, **over)
-        bundled = BUNDLED / f"shapes_{problems}"
-        if bundled.is_file():
-            return read_batch_file(bundled, **over)
-        names = sorted(p.name.removeprefix("shapes_") for p in BUNDLED.glob("shapes_*")) if BUNDLED.is_dir() else []
+        names = lists.names()
         raise BadInput(f"problems {str(problems)!r}: no such batch file, and no bundled list of that name"
                        + (f" (bundled: {', '.join(names)})" if names else ""), option="problems")
     out = []

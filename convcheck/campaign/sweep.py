@@ -33,6 +33,8 @@ from ..check.diagnose import cause_of, line_of
 from ..check.plan import resolve
 from ..check.pipeline import run_spec
 from ..base.errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported, text_lines
+from ..base.words import counted, nonzero
+from ..problem import lists
 from ..base.status import Status, campaign_exit
 from . import expectations
 from ..check.memory import TooLarge
@@ -87,8 +89,9 @@ def collect(batch_files=(), match: str | None = None, mb: int | None = None, des
     fixed = {k: v for k, v in overrides.items() if v not in (None, ())}
     items: list[Item] = []
     for path in batch_files:
-        path = Path(path)
-        lines = text_lines(path, "batch", "benchdnn descriptors or MIOpenDriver command lines")
+        path = lists.batch_file(path)  # a file, or a list convcheck comes with, by name (resnet_50)
+        lines = text_lines(path, "batch", "benchdnn descriptors or MIOpenDriver command lines, or the name of a list "
+                           f"convcheck comes with ({', '.join(lists.names())})")
         start = len(items)
         for lineno, line in enumerate(lines, 1):
             body = line.split("#", 1)[0].strip()
@@ -194,6 +197,7 @@ class SweepSummary:
     fixed: list = field(default_factory=list)  # records that passed where a failure was expected (the first NAMED)
     invalid: list = field(default_factory=list)  # records of lines that are no problem (malformed; the first NAMED)
     causes: Counter = field(default_factory=Counter)  # this run's failures by the cause their diagnosis names
+    planted: dict = field(default_factory=dict)  # this run's checks of each planted bug: {bug: Counter of statuses}
 
     @property
     def whole(self) -> Counter:
@@ -664,6 +668,8 @@ def _run_sweep(items, options, out, resume, quiet, on_record, executor, retry_cr
                         summary.invalid.append(rec)
                     if rec["status"] == "failed" and rec.get("diagnosis"):  # none where --diagnose 0
                         summary.causes[cause_of(rec)] += 1
+                    if rec.get("planted_bug"):
+                        summary.planted.setdefault(rec["planted_bug"], Counter())[rec["status"]] += 1
                     summary.worst.add(number, rec)
                     if on_record:
                         on_record(rec)
@@ -703,12 +709,17 @@ def _worst_of(recs: list[dict]) -> dict:
 
 def format_summary(summary: SweepSummary, out: Path | None) -> str:
     where = f"appended to {out}" if out is not None else "checked (no --out: records not kept)"
-    lines = [f"sweep: {summary.written} records {where} in {summary.wall_s:.1f} s"]
+    lines = [f"sweep: {counted(summary.written, 'record')} {where} in {summary.wall_s:.1f} s"]
     lines += [f"  {note}" for note in summary.notes]
-    lines.append("  this run:   " + "  ".join(f"{s} {summary.counts[s]}" for s in STATUSES))
+    lines.append("  this run:   " + nonzero(summary.counts, STATUSES))
     if summary.earlier:
-        lines.append(f"  whole file: " + "  ".join(f"{s} {summary.whole[s]}" for s in STATUSES if s != "skipped")
-                     + f"  ({sum(summary.earlier.values())} records were already there)")
+        lines.append("  whole file: " + nonzero(summary.whole, [s for s in STATUSES if s != "skipped"])
+                     + f"  ({counted(sum(summary.earlier.values()), 'record')} already there)")
+    for bug, c in summary.planted.items():  # a check of a planted bug must fail: say how many did
+        checked = sum(n for s, n in c.items() if s != "skipped")
+        lines.append(f"  planted bug {bug}: {c['failed']} of {counted(checked, 'check')} caught (failed)"
+                     + (f"; {checked - c['failed']} not: {nonzero(c, [s for s in STATUSES if s != 'failed'])}"
+                        if checked - c["failed"] else ""))
     if summary.stopped_by is not None:
         lines.append(f"  stopped by signal {summary.stopped_by}: every finished record is on disk; --resume continues")
     for r in summary.fixed:

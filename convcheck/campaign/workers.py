@@ -13,7 +13,8 @@ fails). So a command that runs checks never runs them in its own process: a
 - A worker announces each stage of its check before it runs (:mod:`convcheck.base.stages`), so
   when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
   signal or exit code, the stage and the cuDNN plan. A task that runs past its time limit
-  is ``timeout``: its worker is killed (the whole process group). A worker whose CUDA
+  is ``timeout``: its worker is killed, with its process group and every process still descended
+  from it (one the code under test started in a session of its own too: :func:`descendants`). A worker whose CUDA
   context is left broken (a sticky error; :func:`sticky_fault`) reports it with its
   answer and is replaced. Every other task goes on in the other workers or a fresh one;
   a task is blamed only for what happened while it alone ran in its worker (a worker runs
@@ -180,7 +181,9 @@ class _Worker:
         self.functions.update(new)
 
     def kill(self) -> int:
-        """Kill the worker and everything it started; its return code."""
+        """Kill the worker and everything it started (its process group, and every descendant still its
+        descendant, a child that started a session of its own included); its return code."""
+        _kill_all(descendants(self.proc.pid))
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -495,6 +498,41 @@ def renew_shared() -> None:
         if not sup.busy():
             sup.close()
             sup.start()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes descended from ``pid`` (children, theirs...), read from /proc (Linux; [] elsewhere):
+    what a worker started, in whatever session or process group it put them. One that has been
+    orphaned (its parent ended) is no longer anyone's descendant."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])  # after "pid (comm) state"
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_all(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def run_one(fn: str, args: tuple, timeout_s: float | None = None, label: str = "") -> Outcome:

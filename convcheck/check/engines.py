@@ -73,7 +73,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
         clock = StageClock(plan)  # CUDA events on the check's stream: each stage's own GPU time
         numerical = notes.get(index, [])
         result = CheckResult(status="unsupported", problem=problem, plan=replace(plan, notes=list(plan.notes)), seed=seed,
-                             bound=asked.name, fill=inputs.kind, density=inputs.density,
+                             spec=spec, bound=asked.name, fill=inputs.kind, density=inputs.density,
                              plan_of_all=True, reference_info=ref_info)
         result.backend_info = {"engine": prep.plan_name(index), "plan_index": index, "plan_count": prep.plan_count,
                                "numerical_notes": list(numerical), "behavior_notes": prep.behavior_notes(index),

@@ -53,7 +53,7 @@ class Backend(Implementation):
         self.user_function = isinstance(module, UserFunction)
         self.declares = self.user_function
         self.float64 = not self.user_function and bool(getattr(module, "float64", False))
-        self.ran = {}  # problem -> what the run said it computed (a backend that says: torch's kernel)
+        self.ran = (None, None)  # (problem, what the run said it computed): a backend that says (torch's kernel)
 
     def run(self, problem, inputs, **options):
         """A backend whose report holds ``computes`` (what it ran: torch asks torch which kernel) is
@@ -61,14 +61,14 @@ class Backend(Implementation):
         answer, info = self.module.run(problem, inputs, self.device, **options)
         said = info.pop("computes", None)
         if said is not None:
-            self.ran[problem] = said
+            self.ran = (problem, said)
         return answer, info
 
     def computes(self, problem, contract: str | None = None):
         from ..numerics.rounding import FLOAT64, ONCE, by_contract
 
-        if problem in self.ran:
-            return replace(self.ran[problem], stores_epilogue=bool(getattr(self.module, "stores_epilogue", False)))
+        if self.ran[0] is problem:
+            return replace(self.ran[1], stores_epilogue=bool(getattr(self.module, "stores_epilogue", False)))
         if self.float64:
             return replace(FLOAT64, path=f"{self.name} float64")
         if self.user_function:  # convcheck cannot ask your function: its contract says what it may do

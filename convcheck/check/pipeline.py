@@ -110,7 +110,7 @@ class CheckResult:
     backend_info: dict = field(default_factory=dict)
     reference_info: dict = field(default_factory=dict)
     message: str = ""
-    planted: str | None = None
+    spec: Any = None  # the CheckSpec it checked (convcheck.check.spec): its plant, convention, precision
     bound: str = DEFAULT_BOUND
     fill: str = "random"
     density: float = 1.0
@@ -125,8 +125,6 @@ class CheckResult:
     judged_as: str = ""
     algorithm: str | None = None  # what your function declared it computes by (convcheck.numerics.fast_bound), None: direct
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.numerics.rounding), as asked
-    convention: str | None = None  # how your function took its arguments (convcheck.check.backends.conventions); None: torch's way
-    precision: str | None = None  # a runtime's precision setting asked for; None: as it ships
     level: str | None = None  # how given data was judged: probable or rigorous (convcheck.numerics.probable); None: own fill
     #: the cuDNN plan asked for (--engine), by the name of the plan that ran: an index picks another plan
     #: under another frontend release (1.32 drops duplicate (engine, knobs) pairs), a name the same one
@@ -137,6 +135,21 @@ class CheckResult:
     diagnosis: Any = None  # a failure's explanation (convcheck.check.diagnose.Diagnosis); None where none ran
     diagnosis_error: str = ""  # what stopped a diagnosis (the verdict stands)
     outputs: Any = None  # (ours, ref, inputs) kept for saving the lesson's files and pictures; not serialised
+
+    @property
+    def planted(self) -> str | None:
+        """The bug planted in the implementation under test (convcheck.check.plant); None: none."""
+        return self.spec.plant if self.spec is not None else None
+
+    @property
+    def convention(self) -> str | None:
+        """How your function took its arguments (convcheck.check.backends.conventions); None: torch's way."""
+        return self.spec.convention if self.spec is not None else None
+
+    @property
+    def precision(self) -> str | None:
+        """A runtime's precision setting asked for; None: as it ships."""
+        return self.spec.precision if self.spec is not None else None
 
     @property
     def exit_code(self) -> int:
@@ -391,9 +404,8 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
     plan = _plan_of(spec, answer)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     asked = for_check(spec, plan, data, room=answer is None)  # before any allocation
-    result = CheckResult(status="error", problem=spec.problem, plan=plan, seed=spec.seed, planted=spec.plant,
-                         bound=asked.name, algorithm=asked.declared.text if asked.declared else None,
-                         contract=asked.contract, level=asked.level, convention=spec.convention, precision=spec.precision)
+    result = CheckResult(status="error", problem=spec.problem, plan=plan, seed=spec.seed, spec=spec, bound=asked.name,
+                         algorithm=asked.declared.text if asked.declared else None, contract=asked.contract, level=asked.level)
     start = time.perf_counter()
     try:
         with device_scope(plan):
@@ -480,7 +492,8 @@ def _plan_of(spec, answer) -> Plan:
     if backend == "auto" and (spec.engine is not None or spec.repeat != 1 or spec.heuristics):
         backend = "cudnn"  # engine options only mean something for cuDNN
     plan = resolve(backend, spec.reference, spec.device, require=True)
-    spec.check_call(plan.backend)
+    if spec.convention or spec.precision or plan.under_test.user_function:  # nothing else to refuse in how it is called
+        spec.check_call(plan.backend)
     return plan
 
 

@@ -152,8 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="many problems, each record appended to a JSON-lines file as it finishes", epilog=EPILOG)
     w.add_argument("descriptors", nargs="*", help="problem descriptors (besides --batch and --random)")
-    w.add_argument("--batch", action="append", default=[], metavar="FILE",
-                   help="benchdnn batch file or MIOpenDriver command lines (repeatable)")
+    w.add_argument("--batch", action="append", default=[], metavar="FILE|NAME",
+                   help="benchdnn batch file or MIOpenDriver command lines, or a list convcheck comes with by name "
+                        "(resnet_50, alexnet, 1x1, dw_2d_strided_padding... : cases/benchdnn/shapes_NAME) (repeatable)")
     w.add_argument("--match", metavar="REGEX", help="only batch-file lines matching this")
     w.add_argument("--mb", type=_at_least(1), help="override every problem's batch")
     w.add_argument("--random", type=_at_least(0), default=0, metavar="N", help="N seeded random problems over the whole space")
