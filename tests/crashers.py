@@ -71,8 +71,8 @@ def hangs(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _torch(input, weight, bias, stride, padding, dilation, groups)
 
 
-def hangs_with_a_child_in_its_own_session(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """Starts a process in a session of its own (out of its worker's process group), writes its pid to
+def hangs_with_a_detached_child(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """Starts a process detached with setsid (out of its worker's process group), writes its pid to
     $CRASHERS_CHILD, and never returns."""
     import subprocess
 

@@ -152,11 +152,11 @@ def test_one_check_that_hangs_is_a_timeout():
     assert done.returncode == 1 and "convcheck: timeout: still running after 2 s in stage execute" in done.stderr
 
 
-def test_a_timeout_ends_what_the_function_started_in_a_session_of_its_own(tmp_path):
+def test_a_timeout_ends_what_the_function_started_detached_with_setsid(tmp_path):
     """A killed worker takes its descendants with it, not only its process group."""
     marker = tmp_path / "child.pid"
     start = time.perf_counter()
-    done = run_cli("check", "mb1ic8ih8oc8oh8kh3ph1", "--backend", f"{CRASHERS}:hangs_with_a_child_in_its_own_session",
+    done = run_cli("check", "mb1ic8ih8oc8oh8kh3ph1", "--backend", f"{CRASHERS}:hangs_with_a_detached_child",
                    "--timeout", "3", env={"CRASHERS_CHILD": str(marker)})
     # a child left alive holds the command's output open: the command would not end before it (300 s)
     assert time.perf_counter() - start < 60, "the command ended only when the function's child did"

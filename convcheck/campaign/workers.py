@@ -14,7 +14,7 @@ fails). So a command that runs checks never runs them in its own process: a
   when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
   signal or exit code, the stage and the cuDNN plan. A task that runs past its time limit
   is ``timeout``: its worker is killed, with its process group and every process still descended
-  from it (one the code under test started in a session of its own too: :func:`descendants`). A worker whose CUDA
+  from it (one the code under test detached with setsid too: :func:`descendants`). A worker whose CUDA
   context is left broken (a sticky error; :func:`sticky_fault`) reports it with its
   answer and is replaced. Every other task goes on in the other workers or a fresh one;
   a task is blamed only for what happened while it alone ran in its worker (a worker runs
@@ -182,7 +182,7 @@ class _Worker:
 
     def kill(self) -> int:
         """Kill the worker and everything it started (its process group, and every descendant still its
-        descendant, a child that started a session of its own included); its return code."""
+        descendant, a child that detached itself with setsid included); its return code."""
         _kill_all(descendants(self.proc.pid))
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -502,7 +502,7 @@ def renew_shared() -> None:
 
 def descendants(pid: int) -> list[int]:
     """The processes descended from ``pid`` (children, theirs...), read from /proc (Linux; [] elsewhere):
-    what a worker started, in whatever session or process group it put them. One that has been
+    what a worker started, in whatever process group it put them (setsid included). One that has been
     orphaned (its parent ended) is no longer anyone's descendant."""
     children: dict[int, list[int]] = {}
     try:
