@@ -102,3 +102,14 @@ def test_a_deduced_back_padding_unlike_the_front_one_is_shown():
     cropped = run_cli("check", "mb2ic8ih12oc8oh5kh3sh2ph0")
     assert "back -1x-1" in cropped.stdout and "never read" in cropped.stdout
     assert "padding   front" not in run_cli("check", LESSON).stdout
+
+
+def test_the_versions_line_never_says_none():
+    """Where the frontend is not installed (the light install), or loaded no backend, the line says so in words."""
+    from convcheck.output.evidence import _frontend_text
+
+    assert _frontend_text({"cudnn_frontend": None, "cudnn_backend (frontend)": None}) == "no cuDNN frontend"
+    assert _frontend_text({"cudnn_frontend": "1.32.0", "cudnn_backend (frontend)": "None"}) == \
+        "frontend 1.32.0, no cuDNN backend loaded"
+    assert _frontend_text({"cudnn_frontend": "1.32.0", "cudnn_backend (frontend)": "9.28.0"}) == \
+        "frontend 1.32.0, cuDNN backend 9.28.0"

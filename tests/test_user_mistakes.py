@@ -319,3 +319,21 @@ def test_a_function_file_that_is_no_python_file_is_one_line(tmp_path):
                  ("check", "mb1ic1ih3oc1kh3", "--backend", f"{binary}:f")):
         done = run_cli(*argv)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "is not a Python file" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("command", [("check", "mb1ic4ih6oc4oh6kh3ph1"), ("sweep", "mb1ic4ih6oc4oh6kh3ph1", "--out", "x.jsonl"),
+                                     ("diff", "a.jsonl", "b.jsonl")])
+def test_an_unknown_option_points_to_the_commands_own_help(command):
+    done = run_cli(*command, "--bogus")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"unrecognized arguments: --bogus (see 'convcheck {command[0]} --help')" in done.stderr, done.stderr
+
+
+def test_a_mistyped_kernel_size_is_warned_of_beside_the_verdict():
+    """kh30 for kh3 with the output size given: the back padding deduced (28) is what shows it."""
+    done = run_cli("check", "mb1ic4ih14oc4oh14kh30ph1", "--device", "cpu")
+    lines = done.stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith(("PASSED", "FAILED")))
+    assert lines[verdict + 1].startswith("warning   the back padding deduced from the output size is wider"), done.stdout
+    assert "28 on axis h (front 1)" in lines[verdict + 1]
+    assert "warning" not in run_cli("check", "mb2ic8ih15oc16oh8kh3sh2ph1", "--device", "cpu").stdout

@@ -95,6 +95,17 @@ def _math_lines(info: dict) -> list[str]:
     return ["           " + ", ".join(f"{k} = {val}" for k, val in math.items())] if math else []
 
 
+def _frontend_text(v: dict) -> str:
+    """The cuDNN frontend and the backend it loaded, as far as they are there (never a bare None)."""
+    def said(value) -> bool:
+        return value not in (None, "None", "none", "")
+
+    front, back = v.get("cudnn_frontend"), v.get("cudnn_backend (frontend)")
+    if not said(front):
+        return "no cuDNN frontend"
+    return f"frontend {front}" + (f", cuDNN backend {back}" if said(back) else ", no cuDNN backend loaded")
+
+
 def report_text(result: CheckResult) -> str:
     p, plan, c = result.problem, result.plan, result.comparison
     v = result.versions
@@ -110,10 +121,7 @@ def report_text(result: CheckResult) -> str:
         lines.append(f"note      {note}")
     built = (f"CPU build (no CUDA, no cuDNN)" if v.get("torch_cuda") in (None, "None") else
              f"built against CUDA {v.get('torch_cuda')}, cuDNN {v.get('cudnn (torch)')}")
-    lines.append(
-        f"versions  torch {v.get('torch')}, {built}; "
-        f"frontend {v.get('cudnn_frontend')}, cuDNN backend {v.get('cudnn_backend (frontend)')}; numpy {v.get('numpy')}"
-    )
+    lines.append(f"versions  torch {v.get('torch')}, {built}; {_frontend_text(v)}; numpy {v.get('numpy')}")
     if v.get("gpu"):
         lines.append(f"GPU       {v['gpu']} (compute capability {v.get('gpu_compute_capability')})")
     if v.get("cpu"):
@@ -181,7 +189,20 @@ def report_text(result: CheckResult) -> str:
         lines += _cause_lines(result)
     else:
         lines.append(f"PASSED: all {c.total} outputs inside tolerance")
+    lines += wide_padding_warning(p)
     return "\n".join(lines)
+
+
+def wide_padding_warning(p) -> list[str]:
+    """A back padding deduced wider than the front one by more than a stride's remainder explains, said
+    beside the verdict: it is what a mistyped size gives (kh30 for kh3, oh28 for oh14), and outputs that read
+    only padding prove nothing."""
+    wide = [(a, pre, post) for a, pre, post, s in zip(p.axis_names, p.pad_pre, p.pad_post, p.stride) if post - pre >= s]
+    if not wide:
+        return []
+    said = ", ".join(f"{post} on axis {a} (front {pre})" for a, pre, post in wide)
+    return [f"warning   the back padding deduced from the output size is wider than the front one: {said}; "
+            "check the descriptor's sizes (kh30 for kh3?)"]
 
 
 def _cause_lines(result: CheckResult) -> list[str]:
