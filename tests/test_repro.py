@@ -83,6 +83,11 @@ def test_on_the_cpu_the_script_prints_the_graph_and_exits_3(tmp_path):
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("problem: mb2ic8ih12") and "CONV_DGRAD" in done.stdout
     assert lines[-1].startswith("a GPU is needed from here on") and not done.stderr
+    import ctypes.util
+    import glob
+
+    if not glob.glob("/dev/nvidia*") and ctypes.util.find_library("cuda") is None:  # no driver: said so, not "insufficient"
+        assert lines[-1].endswith("this machine has no NVIDIA driver (no /dev/nvidia* device, no libcuda)"), lines[-1]
 
 
 def test_without_the_frontend_the_script_says_so_in_one_line_and_exits_3(tmp_path):

@@ -414,13 +414,14 @@ def _tested(cause, judge: _Judge, exact_only: bool):
         if int(((judge.scope.ref >= lo) & (judge.scope.ref <= hi)).sum()) >= int(inside.sum()):
             return None
     closeness = _closeness(judge.scope.ours, ans, inside)
-    if cause.algorithm is None and closeness > SINGLED_OUT * _closeness(judge.scope.ours, judge.scope.ref, inside):
+    if cause.algorithm is None and interval is None and closeness > SINGLED_OUT * _closeness(judge.scope.ours, judge.scope.ref, inside):
         return None  # the output follows its answer hardly more closely than the correct one: it is not singled out
     return covers, closeness
 
 
-#: A cause is named only where the output follows its answer more closely than the correct answer, by
-#: this factor at least (summed |difference| over the outputs it explains): a cause that fits only because
+#: A cause with an answer (not an interval: a narrow running sum has its own guard, the correct answer may not
+#: lie in its interval as often) is named only where the output follows its answer more closely than the
+#: correct answer, by this factor at least (summed |difference| over the outputs it explains): a cause that fits only because
 #: its tolerance is wide (an fp16 store on a bf16 check: fp16 holds every bf16 sum's rounding) is not
 #: evidence of what ran. Measured on the catalogue's own wrong arithmetic: the causes that ran are at
 #: most 0.03 of the correct answer's difference, products rounded before an fp32 sum about 0.6 (the
