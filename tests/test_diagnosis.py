@@ -61,6 +61,7 @@ def test_grouped_channels_mixed_are_named():
 @pytest.mark.parametrize("name, direction, desc, family, says", [
     ("bf16_running_sum", "fprop", "mb1ic32ih6oc8oh6kh3ph1", "accumulation", "bf16 between blocks of 8 input channels"),
     ("bf16_running_sum", "dgrad", "mb1ic8ih6oc32oh6kh3ph1", "accumulation", "bf16 between blocks of 8 output channels"),
+    ("bf16_running_sum", "wgrad", "mb8ic16ih28oc16oh28kh1ph0", "accumulation", "bf16 between blocks of 2 images"),
     ("bias_twice", "fprop", SMALL, "bias", "the bias added twice"),
     ("relu_applied", "fprop", SMALL, "activation", "a relu applied"),
     ("transposed", "dgrad", SMALL, "orientation", "height and width swapped"),
