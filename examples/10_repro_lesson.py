@@ -356,7 +356,13 @@ def main():
         if cupy.cuda.runtime.getDeviceCount() < 1 or not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU is visible")
     except Exception as e:
-        print(f"a GPU is needed from here on (validate, plans, execution): {type(e).__name__}: {e}")
+        import ctypes.util
+        import glob
+
+        # no driver at all reads as "driver version is insufficient" to the CUDA runtime: say what it is
+        missing = not glob.glob("/dev/nvidia*") and ctypes.util.find_library("cuda") is None
+        why = "this machine has no NVIDIA driver (no /dev/nvidia* device, no libcuda)" if missing else f"{type(e).__name__}: {e}"
+        print(f"a GPU is needed from here on (validate, plans, execution): {why}")
         return 3
     print(f"GPU: {torch.cuda.get_device_name(0)}")
     stream = torch.cuda.current_stream()
