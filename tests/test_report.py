@@ -36,9 +36,19 @@ def test_page_is_self_contained_with_pictures(report):
     _, page = report
     text = page.read_text()
     assert text.count("<tr class=") == 9
-    assert len(re.findall(r"src='data:image/png;base64,", text)) == 6  # 3 cases x (map + histogram)
+    # the one record that did not pass is drawn (map + histogram); the 8 passing ones are not, unless asked
+    assert len(re.findall(r"src='data:image/png;base64,", text)) == 2
     assert "http://" not in text and "https://" not in text  # nothing to fetch
-    assert "#9 failed" in text  # the planted failure (the 9th record) is drawn first
+    assert "#9 failed (planted: padding)" in text  # the planted failure (the 9th record), said as planted
+    assert "planted bug padding: 1 of 1 checks caught it (failed)" in text
+
+
+def test_passing_records_are_drawn_only_when_asked(report):
+    d, _ = report
+    page = d / "all.html"
+    done = run_cli("report", str(d / "sweep.jsonl"), "--html", str(page), "--pictures", "3", "--passing-pictures")
+    assert done.returncode == 0, done.stderr
+    assert len(re.findall(r"src='data:image/png;base64,", page.read_text())) == 6  # 3 cases x (map + histogram)
 
 
 def _chromium(*args, timeout=90):

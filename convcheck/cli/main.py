@@ -231,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("file", help="a sweep's JSON-lines file")
     rp.add_argument("--html", required=True, metavar="OUT", help="the page to write")
     rp.add_argument("--pictures", type=_at_least(0), default=5, help="how many failed/worst cases to re-run and draw")
+    rp.add_argument("--passing-pictures", action="store_true",
+                    help="draw passing records too, where fewer than --pictures failed (default: pictures of what did not pass)")
     _trust_arg(rp)
 
     e = sub.add_parser("env", help="every version that matters to a result")
@@ -786,7 +788,7 @@ def cmd_report(args) -> int:
     from ..output.report import write_report
 
     writable_file(args.html, "html")
-    print(f"report written to {write_report(args.file, args.html, pictures=args.pictures, trust=args.trust_backend)}")
+    print(f"report written to {write_report(args.file, args.html, pictures=args.pictures, trust=args.trust_backend, passing=args.passing_pictures)}")
     return 0
 
 

@@ -188,17 +188,32 @@ def _versions_line(versions: dict) -> str:
     return " · ".join(parts) or "none recorded"
 
 
-def write_report(records_path, out_path, pictures: int = 5, title: str | None = None, trust: bool = False) -> Path:
+def _status_text(rec: dict) -> str:
+    """A record's status as the page shows it: with its planted bug, where one was (a planted failure is the check working)."""
+    status = str(rec.get("status"))
+    return f"{status} (planted: {rec['planted_bug']})" if rec.get("planted_bug") else status
+
+
+def write_report(records_path, out_path, pictures: int = 5, title: str | None = None, trust: bool = False,
+                 passing: bool = False) -> Path:
+    """The page. Pictures are drawn of the ``pictures`` worst records that were judged and did not pass
+    (a passing record's error map says little and costs a re-run), of passing ones too with ``passing``.
+    A planted bug is said wherever its records are: in the counts, the status cell and the cases."""
     records = read_records(records_path)
     counts: dict = {}
+    planted: dict = {}
     for r in records:
         counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
+        if r.get("planted_bug"):
+            caught = planted.setdefault(str(r["planted_bug"]), [0, 0])
+            caught[0] += r.get("status") == "failed"
+            caught[1] += 1
     rows = []
     for i, r in enumerate(records):  # numbered from 1, as the sweep's progress, its summary and rerun --index
         outside = f"{r.get('outside')}/{r.get('total')}" if r.get("total") is not None else None
         rows.append(
             f"<tr class='{html.escape(str(r.get('status')))}'><td data-v='{i + 1}'>{i + 1}</td>" + "".join([
-                _cell(r.get("status")), _cell(record_label(r)), _cell(r.get("dtype")), _cell(r.get("layout")),
+                _cell(_status_text(r)), _cell(record_label(r)), _cell(r.get("dtype")), _cell(r.get("layout")),
                 _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
                 _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
@@ -206,7 +221,9 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
                 _cell(r.get("message") or None)]) + "</tr>")  # the whole reason
     ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
     cases = []
-    for i in [i for i in ranked if (of(records[i].get("status")) or Status.ERROR).checked][:pictures]:
+    drawn = [i for i in ranked if (of(records[i].get("status")) or Status.ERROR).checked
+             and (passing or records[i].get("status") != "passed")]
+    for i in drawn[:pictures]:
         r = records[i]
         try:
             pngs, remark = error_pictures(r, trust)
@@ -215,9 +232,10 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
         imgs = "".join(f"<img alt='error picture' src='{p}'>" for p in pngs)
         if r.get("status") == "failed" and r.get("diagnosis"):
             remark = "; ".join(["cause: " + lines_of(r["diagnosis"])[0]] + lines_of(r["diagnosis"])[1:] + [remark])
-        cases.append(f"<div class='case' id='case{i + 1}'><h3>#{i + 1} {html.escape(str(r.get('status')))}: "
+        cases.append(f"<div class='case' id='case{i + 1}'><h3>#{i + 1} {html.escape(_status_text(r))}: "
                      f"{html.escape(record_label(r))} {html.escape(str(r.get('dtype')))}</h3>"
                      f"<p>{html.escape(remark)}</p>{imgs}</div>")
+    none = "<p>none</p>" if passing else "<p>none that did not pass (--passing-pictures draws the passing ones)</p>"
     versions = next((r.get("versions") for r in records if r.get("versions")), {})
     title = title or f"convcheck report: {Path(records_path).name}"
     page = f"""<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>
@@ -225,11 +243,12 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
 <h1>{html.escape(title)}</h1>
 <p class='counts'>{''.join(f"<span>{html.escape(str(k))}: <b>{v}</b></span>" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))}
 <span>records: <b>{len(records)}</b></span></p>
+{''.join(f"<p class='planted'>planted bug {html.escape(bug)}: {n[0]} of {n[1]} checks caught it (failed), as they must</p>" for bug, n in planted.items())}
 <p>versions: {html.escape(_versions_line(versions))}</p>
 <h2>Every problem</h2><p>Click a column to sort.</p>
 <table id='records'><thead><tr>{''.join(f"<th onclick='sortTable({j})'>{html.escape(c)}</th>" for j, c in enumerate(COLUMNS))}</tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
-<h2>Failed and worst cases: where the error sits</h2>{''.join(cases) or '<p>none</p>'}
+<h2>Failed and worst cases: where the error sits</h2>{''.join(cases) or none}
 </body></html>"""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
