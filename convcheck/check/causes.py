@@ -201,7 +201,7 @@ def _products(problem, inputs, ours, ref):
     """Each product rounded to the tensor type, then an fp32 sum: a plain fprop in fp16 or bf16."""
     if problem.direction != "fprop" or problem.fuse or problem.dtype not in ("fp16", "bf16"):
         return
-    name, tname = next((n, t) for n, _, t in NARROW if n == problem.dtype)
+    ((name, _, tname),) = _own_narrow(problem)
     yield Cause("products", f"each product rounded to {name}, then summed in fp32", problem, inputs,
                 compute=_rounded_products(tname), detail={"type": name})
 
@@ -240,16 +240,16 @@ def sum_of_rounded_products(problem, x, w, tname: str):
 
 def _rounded_products(tname: str):
     """The float64 sum of the products each rounded to ``tname``: judged, as any cause's answer, by the
-    check's own tolerance (the fp32 sum and the store in the tensor type that follow the rounding); its
-    magnitudes cost one convolution of the budget."""
+    check's own tolerance (the fp32 sum and the store in the tensor type that follow the rounding); it
+    costs one convolution of the diagnosis's budget (``run.charge``), as the work it is."""
     def compute(run, problem, inputs):
         import torch
 
         def t(a):
             return torch.from_numpy(np.asarray(a, dtype=np.float64))
 
-        device = run(problem, _absolute(inputs)).device  # charged as the convolution it is, and where answers live
-        return sum_of_rounded_products(problem, t(inputs.x), t(inputs.w), tname).to(device)
+        run.charge()
+        return sum_of_rounded_products(problem, t(inputs.x), t(inputs.w), tname)
     return compute
 
 

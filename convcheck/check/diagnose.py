@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import causes as catalogue
+from ..base.words import counted
 
 #: Families tested only where no cheaper cause explains every output: a narrow running sum costs two
 #: convolutions per block, a fast algorithm its bound's own magnitudes.
@@ -151,7 +152,7 @@ def lines_of(d: dict) -> list[str]:
 def _budget_of(d: dict) -> str:
     """A record's diagnosis budget as a line says it (records before the work budget gave seconds)."""
     if isinstance(d.get("budget"), int):
-        return f"{d['budget']} convolution{'s' if d['budget'] != 1 else ''}"
+        return counted(d["budget"], "convolution")
     return f"{d.get('budget_s', 0):.0f} s"
 
 
@@ -243,8 +244,8 @@ class _Judge:
             return self.scope.ref, None
         if cause.compute is not None:
             got = cause.compute(self.run, cause.problem, cause.inputs)
-            if not isinstance(got, tuple):  # an answer, judged by the check's tolerance
-                return got, None
+            if not isinstance(got, tuple):  # an answer, judged by the check's tolerance, where the answers are
+                return got.to(self.device), None
             lo, hi = got
             return (lo + hi) / 2, (lo, hi)
         ans = self.run(cause.problem, cause.inputs)
@@ -345,13 +346,18 @@ class _Work:
 
     def counted(self, run):
         """``run`` that refuses to start a convolution once the budget is spent."""
-        def counted(problem, inputs):
-            if self.left <= 0:
-                raise _OutOfWork
-            self.left -= 1
-            self.ran += 1
+        def run_counted(problem, inputs):
+            self.charge()
             return run(problem, inputs)
-        return counted
+        run_counted.charge = self.charge  # work of a convolution's size that runs none (products rounded)
+        return run_counted
+
+    def charge(self) -> None:
+        """One convolution's worth of the budget; _OutOfWork where it is spent."""
+        if self.spent:
+            raise _OutOfWork
+        self.left -= 1
+        self.ran += 1
 
 
 def _calculator(result, device: str):

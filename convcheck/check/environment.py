@@ -243,11 +243,19 @@ FRAMEWORK_VARIABLES = (
 FRAMEWORK_BACKENDS = ("jax", "onnxruntime", "openvino")
 
 
-def code_path(names, frameworks: bool) -> str | None:
-    """The environment variables that choose the code path of a check, as ``NAME=value`` pairs joined by
-    ``;`` in name order (None where none is set): ``names``, the ones the user names (``--environment``,
-    ``environment=``), and where ``frameworks`` (your function, a runtime) :data:`FRAMEWORK_VARIABLES`.
+def code_path(names, implementation) -> str | None:
+    """The environment variables that choose the code path of a check of ``implementation`` (its name, or the
+    check's :class:`~convcheck.check.implementation.Implementation`), as ``NAME=value`` pairs joined by ``;``
+    in name order (None where none is set): ``names``, the ones the user names (``--environment``,
+    ``environment=``), and for your function or a framework's runtime :data:`FRAMEWORK_VARIABLES`.
     A variable named but unset is said as ``NAME=`` (unset is a value too)."""
+    from .backends import is_user_function
+    from .implementation import Implementation
+
+    if isinstance(implementation, Implementation):
+        frameworks = implementation.user_function or implementation.name in FRAMEWORK_BACKENDS
+    else:
+        frameworks = implementation in FRAMEWORK_BACKENDS or is_user_function(implementation or "")
     named = set(names or ())
     chosen = sorted(named | ({v for v in FRAMEWORK_VARIABLES if v in os.environ} if frameworks else set()))
     pairs = [f"{v}={os.environ.get(v, '')}" for v in chosen]
@@ -265,6 +273,5 @@ def recorded(implementation, names) -> tuple[dict, str | None]:
     """What a check's record says of where it ran, after the run: (:func:`versions`, with what
     ``implementation`` names of its own version; the :func:`code_path` of the variables ``names`` and,
     for your function or a framework's runtime, the known ones)."""
-    frameworks = bool(implementation is not None and (implementation.user_function or implementation.name in FRAMEWORK_BACKENDS))
-    return versions(implementation=implementation), code_path(names, frameworks)
+    return versions(implementation=implementation), code_path(names, implementation)
 

@@ -67,14 +67,15 @@ class Backend(Implementation):
     def computes(self, problem, contract: str | None = None):
         from ..numerics.rounding import FLOAT64, ONCE, by_contract
 
-        if self.ran[0] is problem:
-            return replace(self.ran[1], stores_epilogue=bool(getattr(self.module, "stores_epilogue", False)))
         if self.float64:
             return replace(FLOAT64, path=f"{self.name} float64")
         if self.user_function:  # convcheck cannot ask your function: its contract says what it may do
             return by_contract(problem, contract, "your function")
-        own = getattr(self.module, "computes", None)  # torch asks torch which kernel it runs
-        said = own(problem, self.device) if own is not None else ONCE
+        if self.ran[0] is problem:  # what the run said
+            said = self.ran[1]
+        else:
+            own = getattr(self.module, "computes", None)  # torch asks torch which kernel it runs
+            said = own(problem, self.device) if own is not None else ONCE
         return replace(said, stores_epilogue=bool(getattr(self.module, "stores_epilogue", False)))
 
     def own_versions(self) -> dict:

@@ -69,7 +69,7 @@ def declared(algorithm: str | None, backend, plant: str | None = None, bound: st
                        option="reference")
     if plant in FAST_PLANTS:  # the planted implementation is a fast one, and says so
         return chosen
-    if not _declares(backend):  # your function, or your answer
+    if not declares(backend):  # your function, or your answer
         raise BadInput(f"declares how your function computes; the {_name(backend)} backend is judged "
                        "by what it says of itself", option="algorithm")
     if bound not in (None, "auto"):
@@ -86,7 +86,9 @@ def _float64(impl) -> bool:
     return impl.float64 if isinstance(impl, Implementation) else backends.float64(impl)
 
 
-def _declares(impl) -> bool:
+def declares(impl) -> bool:
+    """Whether ``impl`` (a name, or the check's Implementation) is one convcheck cannot ask how it computes,
+    so a contract judges it and it may declare a fast algorithm: your function, or an answer handed in."""
     if isinstance(impl, Implementation):
         return impl.declares
     return backends.is_user_function(impl) or impl in backends.GIVEN

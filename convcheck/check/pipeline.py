@@ -401,7 +401,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
     inputs) and the magnitudes in the result (the lesson's files and pictures, an assert's message)."""
     from .environment import recorded
 
-    plan = _plan_of(spec, answer)
+    plan, options = _plan_of(spec, answer)
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     asked = for_check(spec, plan, data, room=answer is None)  # before any allocation
     result = CheckResult(status="error", problem=spec.problem, plan=plan, seed=spec.seed, spec=spec, bound=asked.name,
@@ -416,7 +416,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
             result.seed, result.fill, result.density = inputs.seed, inputs.kind, inputs.density
             clock.mark("fill")
             stages.enter("execute")  # cuDNN says build and plan first (convcheck.check.backends.cudnn_graph)
-            ours, result.backend_info = run_under_test(plan, spec, inputs, _options(spec, plan))
+            ours, result.backend_info = run_under_test(plan, spec, inputs, options)
             clock.mark("under_test")
             stages.enter("reference")
             if ref is None:
@@ -482,29 +482,24 @@ def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, cl
         result.magnitudes = mags
 
 
-def _plan_of(spec, answer) -> Plan:
+def _plan_of(spec, answer) -> tuple[Plan, dict]:
     """The check's two implementations, resolved once: ``answer`` (a handed-in answer) against the spec's
-    reference on its device, else what :func:`convcheck.check.plan.resolve` makes of the spec."""
+    reference on its device, else what :func:`convcheck.check.plan.resolve` makes of the spec; and what the
+    one under test is run with: your function's convention, a runtime's precision, or cuDNN's plan (by name
+    or index), repeats and heuristics."""
     if answer is not None:
         reference = Backend(spec.reference, answer.device, backends.require(spec.reference, answer.device))
-        return Plan(answer.name, answer.device, spec.reference, answer.device, under_test=answer, reference_impl=reference)
-    backend = spec.backend
-    if backend == "auto" and (spec.engine is not None or spec.repeat != 1 or spec.heuristics):
-        backend = "cudnn"  # engine options only mean something for cuDNN
+        return Plan(answer.name, answer.device, spec.reference, answer.device, under_test=answer, reference_impl=reference), {}
+    picks = spec.engine is not None or spec.repeat != 1 or bool(spec.heuristics)  # a cuDNN plan, repeats, heuristics
+    backend = "cudnn" if spec.backend == "auto" and picks else spec.backend  # engine options only mean something for cuDNN
     plan = resolve(backend, spec.reference, spec.device, require=True)
     if spec.convention or spec.precision or plan.under_test.user_function:  # nothing else to refuse in how it is called
         spec.check_call(plan.backend)
-    return plan
-
-
-def _options(spec, plan: Plan) -> dict:
-    """What the implementation under test is run with: your function's convention, a runtime's precision,
-    or cuDNN's plan (by name or index), repeats and heuristics."""
-    if spec.engine is None and spec.repeat == 1 and not spec.heuristics:
-        return {k: v for k, v in (("convention", spec.convention), ("precision", spec.precision)) if v}
+    if not picks:
+        return plan, {k: v for k, v in (("convention", spec.convention), ("precision", spec.precision)) if v}
     if plan.backend != "cudnn":
         raise BadInput("an engine, repeats and heuristics modes apply to the cudnn backend only")
-    return {"engine": spec.engine, "repeat": spec.repeat, **({"heuristics": tuple(spec.heuristics)} if spec.heuristics else {})}
+    return plan, {"engine": spec.engine, "repeat": spec.repeat, **({"heuristics": tuple(spec.heuristics)} if spec.heuristics else {})}
 
 
 def _failure(e: Exception, plan: Plan, problem: ConvProblem) -> tuple[str, str]:

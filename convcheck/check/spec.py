@@ -91,25 +91,18 @@ class CheckSpec:
         """The contract that judges: your function's or a given answer's (default staged); None for an
         implementation that says how it computes itself (torch, cuDNN). ``backend``: a name, or the
         check's :class:`~convcheck.check.implementation.Implementation` (default: the spec's backend)."""
-        from .backends import GIVEN, is_user_function
-        from .implementation import Implementation
+        from .judging import declares
         from ..numerics.rounding import DEFAULT_CONTRACT
 
-        backend = backend or self.backend
-        if isinstance(backend, Implementation):  # the check's own: it says whether it can say how it computes
-            judged = backend.declares
-        else:
-            judged = backend in GIVEN or is_user_function(backend)
-        return (self.contract or DEFAULT_CONTRACT) if judged else None
+        return (self.contract or DEFAULT_CONTRACT) if declares(backend or self.backend) else None
 
     def code_path(self) -> str | None:
         """The environment variables that choose the code path of this check, as its record names them
         (:func:`convcheck.check.environment.code_path`): the ones named, and for your function or a
         framework's runtime the variables known to choose theirs."""
-        from .backends import is_user_function
-        from .environment import FRAMEWORK_BACKENDS, code_path
+        from .environment import code_path
 
-        return code_path(self.environment, self.backend in FRAMEWORK_BACKENDS or is_user_function(self.backend))
+        return code_path(self.environment, self.backend)
 
     def effective_level(self, data: str) -> str | None:
         """The level that judges given data (default probable); None for convcheck's own fill."""

@@ -21,8 +21,7 @@ import numpy as np
 
 from ..check.diagnose import cause_of, lines_of
 from ..check.compare import error_ratio_map
-from ..base.errors import writing
-from ..base.errors import BadInput
+from ..base.errors import BadInput, writing
 from ..base.status import Status, of
 from ..problem.descriptor import problem_from_record
 from ..campaign.records import read_records, record_label, severity

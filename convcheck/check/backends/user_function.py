@@ -70,10 +70,15 @@ class UserFunction:
         """What a record's versions say about the function: its name, the hash of its file, and the
         versions of the installed packages its file imports (the code path it may take)."""
         said = {"user_function": f"{self.name} sha256:{self.sha256[:16]}"}
-        imports = imported_versions(self.source)
-        if imports:
-            said["user_function_imports"] = imports
+        if self.imports:
+            said["user_function_imports"] = self.imports
         return said
+
+    @functools.cached_property
+    def imports(self) -> dict:
+        """The installed packages its file imports, with their versions (:func:`imported_versions`): read once
+        per function (a changed file is loaded as another), not once per check."""
+        return imported_versions(self.source)
 
     def run(self, problem: ConvProblem, inputs, device: str = "cpu", convention: str | None = None):
         """Returns (your output, info dict). Your mistakes are BadInput naming the problem. ``convention``:
