@@ -337,3 +337,10 @@ def test_a_mistyped_kernel_size_is_warned_of_beside_the_verdict():
     assert lines[verdict + 1].startswith("warning   the back padding deduced from the output size is wider"), done.stdout
     assert "28 on axis h (front 1)" in lines[verdict + 1]
     assert "warning" not in run_cli("check", "mb2ic8ih15oc16oh8kh3sh2ph1", "--device", "cpu").stdout
+
+
+@pytest.mark.parametrize("names", ["A-B", "", "JAX_PLATFORMS,1X"])
+def test_environment_names_that_are_no_names_are_one_line_exit_2(names):
+    done = run_cli("check", "mb1ic4ih6oc4oh6kh3ph1", "--environment", names, "--device", "cpu")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--environment" in done.stderr, done.stderr
+    assert "expected environment variables' names" in done.stderr
