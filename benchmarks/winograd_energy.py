@@ -47,7 +47,7 @@ def magnitudes(bound, inputs, eager: bool):
     if eager:
         winograd._compiled = lambda x: False
     try:
-        return bound.magnitudes(inputs, "cpu")
+        return bound.magnitudes(bound.problem, inputs, "cpu")
     finally:
         winograd._compiled = compiled
 

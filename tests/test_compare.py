@@ -191,7 +191,7 @@ def test_the_gpu_pass_on_real_checks_equals_the_host_pass(desc, kw, dtype, plant
     from convcheck.check.backends import torch64, torch_conv
     from convcheck.numerics.bound import ExactBound
     from convcheck.check.judging import make_bound
-    from convcheck.check.pipeline import abs_conv
+    from convcheck.numerics.magnitudes import compute as abs_conv
     from convcheck.check.compare import _bound_args, summarize
     from convcheck.check.fill import make_inputs
     from convcheck.problem.descriptor import parse_descriptor

@@ -351,7 +351,7 @@ def test_the_fast_bounds_hold_on_the_exact_fill_too(direction):
         ref = torch.as_tensor(exact(p, inputs))
         for algorithm in ("winograd:4", "winograd:6", "fft"):
             bound = bound_for(parse_algorithm(algorithm), p, "random")
-            mags = bound.magnitudes(inputs, "cpu")
+            mags = bound.magnitudes(p, inputs, "cpu")
             allowed = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2)
             answers = ([fft.conv(p, *ops)] if algorithm == "fft" else [winograd.conv(p, *ops, t) for t in bound.transforms])
             for y in answers:
@@ -407,11 +407,11 @@ def test_one_bound_on_one_problem_and_inputs_is_computed_once_for_every_implemen
     # the same seed's inputs, one bit changed: not the same question
     bound = fast_bound.bound_for(parse_algorithm("winograd:4:lavin"), p, "random")
     inputs = make_inputs(p, 3, kind="random")
-    kept = bound.magnitudes(inputs, "cpu")  # the inputs the first check drew: kept from it
-    assert fast_bound.RECENT.hits == 2 and len(energies) == 4 and bound.magnitudes(inputs, "cpu") is kept
+    kept = bound.magnitudes(p, inputs, "cpu")  # the inputs the first check drew: kept from it
+    assert fast_bound.RECENT.hits == 2 and len(energies) == 4 and bound.magnitudes(p, inputs, "cpu") is kept
     x = inputs.x.copy()
     x.reshape(-1)[7] = float(x.reshape(-1)[7]) * 2
-    bound.magnitudes(replace(inputs, x=x), "cpu")
+    bound.magnitudes(p, replace(inputs, x=x), "cpu")
     assert len(energies) == 5 and fast_bound.RECENT.hits == 3
     # a hit is the value computed afresh
     fast_bound.RECENT.clear()

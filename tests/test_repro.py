@@ -266,7 +266,7 @@ def test_a_winograd_or_fft_plan_s_script_applies_the_bound_that_judged_it(tmp_pa
     f64 = {role: None if got.get(role) is None else torch.as_tensor(got[role]).double() for role in ("X", "W", "DY")}
     ref = mod.direction_sum(f64["X"], f64["W"], f64["DY"], None, None)
     allowed = mod.allowed_error(ref, f64["X"], f64["W"], f64["DY"], None)
-    mags = bound.magnitudes(inputs, "cpu")
+    mags = bound.magnitudes(p, inputs, "cpu")
     ours = bound.allowed(ref.abs(), float(ref.abs().max()), mags.a, mags.s2)
     np.testing.assert_allclose(allowed.numpy(), ours.numpy(), rtol=1e-12)
     assert "def fast_allowance" not in script(p)  # a script of a direct bound does not carry it

@@ -18,7 +18,8 @@ from convcheck import run_check
 from convcheck.numerics.bound import ElementwiseBound, side_for
 from convcheck.numerics.rounding import FLOAT64
 from convcheck.check.judging import make_bound
-from convcheck.check.pipeline import abs_conv, check_stored_output
+from convcheck.check.pipeline import check_stored_output
+from convcheck.numerics.magnitudes import compute as abs_conv
 from convcheck.check.compare import compare
 from convcheck.base.errors import BadInput
 from convcheck.base.inputs import ConvInputs

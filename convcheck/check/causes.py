@@ -1,7 +1,8 @@
 """The catalogue of wrong arithmetic a failed check is tested against (:mod:`convcheck.check.diagnose`).
 
 Each :class:`Cause` is one hypothesis about what the implementation under test computed instead
-of the problem: the planted bugs of :mod:`convcheck.check.plant`, turned around. A cause is a
+of the problem: the wrong arithmetic of :mod:`convcheck.check.faults` (what ``--plant`` plants) with
+every parameter that means something for the problem, and the wrong arithmetic only a failure shows. A cause is a
 changed problem (padding, stride, dilation, mode, fusion), changed inputs (an operand rounded to a
 narrower type, a layout misread, a channel dropped) and, where the change is to what is handed
 back, a change to the answer (an fp16 store, an activation); accumulation in a narrow type is
@@ -24,6 +25,8 @@ import numpy as np
 from ..base import dtypes
 from ..base.errors import BadInput
 from ..problem.descriptor import ACTIVATIONS, ConvProblem
+from . import faults
+from .faults import OPERANDS, round_to
 
 #: The families, in the order a report lists them, and what each tells the user to look at.
 FAMILIES = {
@@ -66,8 +69,6 @@ TYPICAL_ROUNDING = {
     "fp8 e5m2": "an fp8 (e5m2) quantisation of the tensor: a scaled-fp8 path, gradients kept in e5m2",
 }
 
-#: The operands each direction reads (the two whose products are summed).
-OPERANDS = {"fprop": ("x", "w"), "dgrad": ("dy", "w"), "wgrad": ("x", "dy")}
 OPERAND_NAMES = {"x": "the input x", "w": "the weights w", "dy": "the output gradient dy"}
 
 
@@ -160,13 +161,6 @@ def _rounding(problem, inputs, ours, ref):
                         detail={"type": group[0], "types": group, "operands": list(subset), "unchanged": unchanged})
 
 
-def round_to(y, torch_dtype: str):
-    """float64 tensor ``y`` rounded to ``torch_dtype`` (nearest even), as float64."""
-    import torch
-
-    return y.to(getattr(torch, torch_dtype)).to(torch.float64)
-
-
 def _own_narrow(problem):
     """The narrow types a cause of ``problem`` may be in: the check's own where it is fp16 or bf16 (a cause is
     offered in terms of the check's types: no fp16 store on a bf16 check), else both."""
@@ -253,32 +247,6 @@ def _rounded_products(tname: str):
     return compute
 
 
-def _reduced_axis(problem) -> tuple[str, int]:
-    """What a reduction is split along: fprop input channels per group, dgrad output channels per
-    group, wgrad images."""
-    if problem.direction == "fprop":
-        return "input channels", problem.ic // problem.groups
-    if problem.direction == "dgrad":
-        return "output channels", problem.oc // problem.groups
-    return "images", problem.mb
-
-
-def _block(problem, inputs, start: int, stop: int):
-    """The part of ``problem``'s sum over ``start:stop`` of its reduced axis: (problem, inputs)."""
-    g = problem.groups
-    if problem.direction == "wgrad":
-        return replace(problem, mb=stop - start), replace(inputs, x=inputs.x[start:stop], dy=inputs.dy[start:stop])
-    if problem.direction == "fprop":
-        cg = problem.ic // g
-        idx = np.concatenate([np.arange(gi * cg + start, gi * cg + stop) for gi in range(g)])
-        x = inputs.x[:, idx]
-        w = inputs.w[:, start:stop]
-        return replace(problem, ic=g * (stop - start), fuse=()), replace(inputs, x=x, w=w, bias=None)
-    kg = problem.oc // g
-    idx = np.concatenate([np.arange(gi * kg + start, gi * kg + stop) for gi in range(g)])
-    return replace(problem, oc=g * (stop - start)), replace(inputs, w=inputs.w[idx], dy=inputs.dy[:, idx])
-
-
 def _terms_per_output(problem, size: int) -> int:
     """At most how many products one output's partial sum over ``size`` of the reduced axis adds."""
     taps = int(np.prod(problem.kernel))
@@ -317,11 +285,11 @@ def _accumulator(tname: str, size: int, blocks: Callable, shared: dict):
 
 
 def _channel_blocks(problem, inputs, total: int):
-    """Blocks of the reduced axis (:func:`_reduced_axis`): (problem, inputs, terms per output) of each."""
+    """Blocks of the reduced axis (:func:`convcheck.check.faults.reduced_axis`): (problem, inputs, terms per output) of each."""
     def blocks(size):
         for start in range(0, total, size):
             stop = min(start + size, total)
-            q, part_inputs = _block(problem, inputs, start, stop)
+            q, part_inputs = faults.reduction_block(problem, inputs, start, stop)
             yield q, part_inputs, _terms_per_output(problem, stop - start)
     return blocks
 
@@ -360,7 +328,7 @@ def _accumulation(problem, inputs, ours, ref):
     and in fprop of consecutive terms of the (channel, kernel position) reduction (an im2col GEMM's K)."""
     if problem.fuse:
         return  # the running sum of the plain convolution (an epilogue after it is its own stage)
-    axis, total = _reduced_axis(problem)
+    axis, total = faults.reduced_axis(problem)
     shared: dict = {}
     for size in _sizes(total):  # the fewest blocks (the cheapest) first
         for name, u, tname in _own_narrow(problem):
@@ -383,8 +351,8 @@ def _accumulation(problem, inputs, ours, ref):
 
 def _orientation(problem, inputs, ours, ref):
     if any(k > 1 for k in problem.kernel):
-        flipped = replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr")
-        yield Cause("orientation", "the kernel flipped (true convolution against cross-correlation)", flipped, inputs)
+        yield Cause("orientation", "the kernel flipped (true convolution against cross-correlation)",
+                    faults.flipped(problem), inputs)
     if problem.ndim >= 2 and problem.kernel[-1] * problem.kernel[-2] > 1 and problem.direction != "wgrad":
         w = inputs.w
         swapped = np.ascontiguousarray(np.swapaxes(w, -1, -2)).reshape(w.shape)
@@ -395,13 +363,6 @@ def _orientation(problem, inputs, ours, ref):
 
 def _axis_name(problem, a: int) -> str:
     return ("d", "h", "w")[3 - problem.ndim + a] if problem.ndim <= 3 else str(a)
-
-
-def _same_output(problem, q) -> bool:
-    try:
-        return q.output == problem.output
-    except BadInput:
-        return False
 
 
 def _valid(make):
@@ -417,31 +378,13 @@ def _padding(problem, inputs, ours, ref):
         for pre, post, said in ((1, -1, "one later"), (-1, 1, "one earlier"), (0, 1, "one more at the back"),
                                 (0, -1, "one less at the back"), (1, 0, "one more at the front"),
                                 (-1, 0, "one less at the front")):
-            def make(a=a, pre=pre, post=post):
-                pp = list(problem.pad_pre)
-                pq = list(problem.pad_post)
-                pp[a] += pre
-                pq[a] += post
-                if pp[a] < 0:
-                    return None
-                return replace(problem, pad_pre=tuple(pp), pad_post=tuple(pq))
-            q = _valid(make)
-            if q is None or not _same_output(problem, q) or (q.pad_pre, q.pad_post) in seen:
+            q = _valid(lambda: faults.shift_padding(problem, a, pre, post))
+            if q is None or not faults.same_output(problem, q) or (q.pad_pre, q.pad_post) in seen:
                 continue
             seen.add((q.pad_pre, q.pad_post))
             axis = _axis_name(problem, a)
             yield Cause("padding", f"the padding of axis {axis} off by one ({said})", q, inputs,
                         detail={"axis": axis, "pre": pre, "post": post})
-
-
-def _keep_output(problem, q, a: int):
-    """``q`` with its back padding on axis ``a`` set so that its output size equals ``problem``'s."""
-    out = problem.output[a]
-    eff = (q.kernel[a] - 1) * q.dilation[a] + 1
-    post = (out - 1) * q.stride[a] + eff - q.input[a] - q.pad_pre[a]
-    pq = list(q.pad_post)
-    pq[a] = post
-    return replace(q, pad_post=tuple(pq))
 
 
 def _geometry(problem, inputs, ours, ref):
@@ -455,34 +398,11 @@ def _geometry(problem, inputs, ours, ref):
                 if v < 1:
                     continue
 
-                def make(name=name, v=v, a=a):
-                    changed = list(getattr(problem, name))
-                    changed[a] = v
-                    return _keep_output(problem, replace(problem, **{name: tuple(changed)}), a)
-                q = _valid(make)
-                if q is None or not _same_output(problem, q):
+                q = _valid(lambda: faults.change_geometry(problem, name, a, v))
+                if q is None or not faults.same_output(problem, q):
                     continue
                 yield Cause("geometry", f"the {name} of axis {axis} {v} instead of {values[a]} (output size kept)",
                             q, inputs, detail={"axis": axis, name: v})
-
-
-def _channels_last_read_as_first(a):
-    """The memory of ``a`` in channels-last order read as channels-first (same shape)."""
-    order = (0, *range(2, a.ndim), 1)
-    return np.ascontiguousarray(np.transpose(a, order)).reshape(a.shape)
-
-
-def _channels_first_read_as_last(a):
-    n, c, spatial = a.shape[0], a.shape[1], a.shape[2:]
-    order = (0, a.ndim - 1, *range(1, a.ndim - 1))
-    return np.ascontiguousarray(np.transpose(np.ascontiguousarray(a).reshape(n, *spatial, c), order))
-
-
-def _weights_read_as_oihw(w, source: str):
-    """Weights whose memory is in ``source`` order (hwio, ohwi) read as OIHW (same shape)."""
-    nd = w.ndim - 2
-    order = (*range(2, 2 + nd), 1, 0) if source == "hwio" else (0, *range(2, 2 + nd), 1)
-    return np.ascontiguousarray(np.transpose(w, order)).reshape(w.shape)
 
 
 def _layout(problem, inputs, ours, ref):
@@ -493,13 +413,13 @@ def _layout(problem, inputs, ours, ref):
             if problem.direction == "wgrad":
                 continue
             for source in ("hwio", "ohwi"):
-                misread = _weights_read_as_oihw(a, source)
+                misread = faults.weights_read_as_oihw(a, source)
                 if _changed(misread, a):
                     yield Cause("layout", f"the weights' {source.upper()} memory read as OIHW", problem,
                                 replace(inputs, w=misread), detail={"operand": role, "from": source})
             continue
-        for said, misread in (("NHWC memory read as NCHW", _channels_last_read_as_first(a)),
-                              ("NCHW memory read as NHWC", _channels_first_read_as_last(a))):
+        for said, misread in (("NHWC memory read as NCHW", faults.channels_last_read_as_first(a)),
+                              ("NCHW memory read as NHWC", faults.channels_first_read_as_last(a))):
             if _changed(misread, a):
                 yield Cause("layout", f"{OPERAND_NAMES[role]}'s {said}", problem, replace(inputs, **{role: misread}),
                             detail={"operand": role})
@@ -508,25 +428,22 @@ def _layout(problem, inputs, ours, ref):
 def _groups(problem, inputs, ours, ref):
     if problem.groups == 1:
         return
-    role = "dy" if problem.direction == "dgrad" else "x"
-    per = (problem.oc if role == "dy" else problem.ic) // problem.groups
-    a = getattr(inputs, role)
-    for shift, said in ((-per, "the next"), (per, "the previous")):
+    role = faults.activation_role(problem)
+    for by, said in ((1, "the next"), (-1, "the previous")):
         yield Cause("groups", f"each group reading {said} group's channels of {OPERAND_NAMES[role]}", problem,
-                    replace(inputs, **{role: np.roll(a, shift, axis=1)}), detail={"operand": role})
+                    faults.groups_rolled(problem, inputs, role, by), detail={"operand": role})
 
 
 def _dropped(problem, inputs, ours, ref):
-    role = "dy" if problem.direction == "dgrad" else "x"
+    role = faults.activation_role(problem)
     a = getattr(inputs, role)
     for c, said in ((0, "first"), (a.shape[1] - 1, "last")):
         if a.shape[1] < 2 and said == "last":
             continue
-        zeroed = a.copy()
-        zeroed[:, c] = 0
-        if _changed(zeroed, a):
+        zeroed = faults.channel_zeroed(inputs, role, c)
+        if _changed(getattr(zeroed, role), a):
             yield Cause("dropped", f"the {said} channel of {OPERAND_NAMES[role]} never read (channel {c})", problem,
-                        replace(inputs, **{role: zeroed}), detail={"operand": role, "channel": c})
+                        zeroed, detail={"operand": role, "channel": c})
     if ours is not None and ref is not None and ours.shape == ref.shape:
         cause = _unwritten(problem, inputs, ours, ref)
         if cause is not None:

@@ -16,12 +16,13 @@ Rules the verdict follows:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..base.arrays import Mismatch, to_torch
+from ..numerics.bound import Structure
 from ..numerics.magnitudes import Magnitudes
 
 MAX_REPORTED_MISMATCHES = 10
@@ -277,21 +278,20 @@ def _bound_args(bound, magnitudes, device) -> tuple:
 
     structure = bound.structure
     a = s2 = bias = stage = None
-    if getattr(bound, "needs_abs_conv", False):
+    if bound.needs_abs_conv:
         if magnitudes is None:
             raise ValueError(f"the {bound.name} bound needs conv(|x|, |w|)")
         a, s2, bias, stage = magnitudes if isinstance(magnitudes, Magnitudes) else (magnitudes, None, None, None)
         a = to_torch(a).to(device=device, dtype=torch.float64)
         if s2 is not None:
             s2 = to_torch(s2).to(device=device, dtype=torch.float64)
-        elif getattr(structure, "variance", False):
+        elif isinstance(structure, Structure) and structure.variance:
             structure = structure._replace(variance=False)
         if bias is not None:
             bias = to_torch(bias).to(device=device, dtype=torch.float64)
         if stage is not None:
             stage = to_torch(stage).to(device=device, dtype=torch.float64)
-    return (bound.apply, structure, bound.terms(), a, s2, float(getattr(bound, "overflow_at", float("inf"))), bias,
-            stage)
+    return bound.apply, structure, bound.terms(), a, s2, float(bound.overflow_at), bias, stage
 
 
 def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
@@ -350,3 +350,28 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
         bound_params=summary,
         kernel=kernel,
     )
+
+
+def compare_at_levels(ours: Any, ref: Any, bound, mags, problem, inputs) -> Comparison:
+    """:func:`compare`, then, for given data, the level named: a failure names the level it failed
+    (the bound's ``fails_at``); where the rigorous level passed and the bound asks for it, the
+    probable level is judged (:mod:`convcheck.numerics.probable`), and a failure there fails the
+    comparison with its worst examined output as the reported one."""
+    from ..numerics import probable
+
+    comparison = compare(ours, ref, bound, mags)
+    if comparison.shape_error or bound.fails_at is None:
+        return comparison
+    if not comparison.passed:
+        return replace(comparison, level=bound.fails_at)
+    if not bound.probable_after or comparison.total == 0:
+        return comparison
+    verdict = probable.judge(problem, bound, ours, ref, inputs.x, inputs.w, inputs.dy, mags)
+    judged = replace(comparison, probable=verdict.as_dict(),
+                     derivation=f"{comparison.derivation}; {probable.derivation(bound)}")
+    if not verdict.outside:
+        return judged
+    worst = verdict.outside[0]
+    return replace(judged, passed=False, level="probable", outside=len(verdict.outside), worst_index=worst[0],
+                   max_ratio=verdict.max_ratio, max_abs_diff=max(comparison.max_abs_diff, abs(worst[1] - worst[2])),
+                   mismatches=[Mismatch(index=r[0], ours=r[1], ref=r[2]) for r in verdict.outside[:10]])

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import causes as catalogue
+from .faults import round_to
 from ..base.words import counted
 
 #: Families tested only where no cheaper cause explains every output: a narrow running sum costs two
@@ -256,13 +257,12 @@ class _Judge:
         import torch
 
         from .compare import allowed_map
-        from .pipeline import magnitudes_for
 
         bnd = self.bound(cause)
         if self._mags is not None and self._mags[0] is cause:  # the guard judges the same cause's inputs again
             mags = self._mags[1]
         else:
-            mags = magnitudes_for(bnd, cause.problem, cause.inputs, self.device, reference=target)
+            mags = bnd.magnitudes(cause.problem, cause.inputs, self.device, reference=target)
         self._mags = (cause, mags)
         return torch.from_numpy(np.asarray(allowed_map(self.scope.ours, target, bnd, mags))).to(target.device)
 
@@ -283,8 +283,8 @@ class _Judge:
             return ((ours >= lo) & (ours <= hi)) | both_nan
         allowed = self.allowed(cause, target)
         if against is None and cause.rounded_to is not None:
-            lo = catalogue.round_to(target - allowed, cause.rounded_to)
-            hi = catalogue.round_to(target + allowed, cause.rounded_to)
+            lo = round_to(target - allowed, cause.rounded_to)
+            hi = round_to(target + allowed, cause.rounded_to)
             return ((ours >= lo) & (ours <= hi)) | both_nan
         return ((ours - target).abs() <= allowed) | both_nan
 
@@ -396,7 +396,7 @@ def _tested(cause, judge: _Judge, exact_only: bool):
     if ans is None or tuple(ans.shape) != tuple(judge.scope.ours.shape):
         return None
     if interval is None and cause.algorithm is None:  # the same bits at every output: the strongest match
-        exact = _bit_for_bit(judge.scope.ours, ans if cause.rounded_to is None else catalogue.round_to(ans, cause.rounded_to))
+        exact = _bit_for_bit(judge.scope.ours, ans if cause.rounded_to is None else round_to(ans, cause.rounded_to))
         if bool(exact.all()):
             if int(_bit_for_bit(judge.scope.ours, judge.scope.ref).sum()) >= int(exact.sum()):
                 return None
@@ -405,7 +405,7 @@ def _tested(cause, judge: _Judge, exact_only: bool):
         return None
     inside = judge.inside(cause, ans, interval)  # a rounding after the sum: around the unrounded answer
     if cause.rounded_to is not None:
-        ans = catalogue.round_to(ans, cause.rounded_to)
+        ans = round_to(ans, cause.rounded_to)
     if inside is None:
         return None
     covers = _covers(inside, judge.border() if cause.algorithm is None else None)

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..base import stages
 from .judging import for_check, make_bound
-from .pipeline import CheckResult, StageClock, conclude, device_scope, draw_inputs, magnitudes_for, run_reference
+from .pipeline import CheckResult, StageClock, conclude, device_scope, draw_inputs, run_reference
 from .plan import resolve, shared_implementation
 from ..base.errors import Unsupported
 from ..problem.descriptor import ConvProblem
@@ -173,7 +173,7 @@ def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
         y, info = cudnn_graph.run(problem.with_(dtype="tf32"), inputs, "cuda")
         ref, _ = run_reference(plan, problem, inputs)
         as_fp32_bound = make_bound("elementwise", problem, (plan.under_test, plan.reference_impl))
-        a = magnitudes_for(as_fp32_bound, problem, inputs, "cuda")
+        a = as_fp32_bound.magnitudes(problem, inputs, "cuda")
         as_fp32 = compare(y, ref, as_fp32_bound, a)
         as_tf32 = compare(y, ref, make_bound("elementwise", problem.with_(dtype="tf32"), (plan.under_test, plan.reference_impl)), a)
     return as_fp32, as_tf32, info

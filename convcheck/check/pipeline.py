@@ -17,7 +17,7 @@ from ..base import stages
 from ..numerics.bound import DEFAULT_BOUND, MISTRUST_ZERO_FRACTION, resolve as resolve_bound
 from .implementation import Backend
 from .judging import after_run, for_check
-from .compare import Comparison, compare
+from .compare import Comparison, compare_at_levels
 from ..base.arrays import to_torch
 from ..base.errors import BadInput, ConvCheckError, Unsupported
 from ..base.status import Status
@@ -218,13 +218,6 @@ class CheckResult:
         return rec
 
 
-def abs_conv(problem: ConvProblem, inputs: ConvInputs, device: str, squares: bool = False):
-    """The magnitudes the elementwise bound needs (:mod:`convcheck.numerics.magnitudes`), on ``device``."""
-    from ..numerics import magnitudes
-
-    return magnitudes.compute(problem, inputs, device, squares=squares)
-
-
 def nonstructural_zero_fraction(problem: ConvProblem, ref, device: str) -> float:
     """The fraction of zeros in ``ref`` among outputs that are not zero by geometry alone
     (a window reading only padding is zero whatever the data: it proves nothing either way)."""
@@ -272,34 +265,13 @@ def compare_device(plan: Plan) -> str:
     return "cpu" if plan.reference_device == "cpu" else "cuda"
 
 
-def magnitudes_for(bnd, problem: ConvProblem, inputs: ConvInputs, device: str, reference=None):
-    """Stage 4: the magnitudes the bound is built from (None when it needs none). ``reference``: the
-    float64 answer, where the check holds it (a fast algorithm's bound on given data measures against it)."""
-    if not bnd.needs_abs_conv:
-        return None
-    if hasattr(bnd, "magnitudes"):  # a bound with magnitudes of its own (a fast algorithm's: convcheck.numerics.fast_bound)
-        return bnd.magnitudes(inputs, device, reference=reference)
-    # S2 serves the variance-aware form on convcheck's own fill and the probable level on given data
-    mags = abs_conv(problem, inputs, device, squares=inputs.kind != "given" or getattr(bnd, "level", None) == "probable")
-    if getattr(bnd, "staged", False):  # a side stores stages in the tensor type: their own sums (convcheck.numerics.rounding)
-        from ..numerics.magnitudes import stage_energy
-        from ..numerics.rounding import STAGES
-
-        mags = mags._replace(stage=stage_energy(problem, inputs, STAGES[problem.direction], device))
-    return mags
-
-
 def judge(result: CheckResult, ours, ref, bnd, mags, device: str, redzone=(), inputs: ConvInputs | None = None) -> None:
     """Stage 5: the comparison and the one verdict rule (redzones, shape, bound), then the
     exact bound's mistrust of a reference that is mostly zeros. On a GPU the comparison is
     a few eager whole-tensor reductions and one transfer of the verdict. Given data
     (``inputs`` of kind "given") are also judged at the probable level (:mod:`convcheck.numerics.probable`)."""
-    result.comparison = compare(ours, ref, bnd, mags)
+    result.comparison = compare_at_levels(ours, ref, bnd, mags, result.problem, inputs)
     result.judging = bnd
-    if getattr(bnd, "given_level", None) and not result.comparison.passed:  # a fast algorithm on given data
-        result.comparison.level = bnd.given_level
-    if inputs is not None and inputs.kind == "given":
-        probable.apply(result.comparison, result.problem, bnd, ours, ref, inputs.x, inputs.w, inputs.dy, mags)
     result.status, result.message = status_of(result.comparison, redzone)
     if result.status == "failed" and result.comparison.level == "probable" and not result.message:
         result.message = f"probable level: {probable.NOT_RULED_OUT}"
@@ -455,7 +427,7 @@ def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, cl
     stages.enter("compare")
     chosen, where = after_run(asked, problem, plan, said), compare_device(plan)
     cached = magnitudes is not None and chosen.kind in magnitudes
-    mags = magnitudes[chosen.kind] if cached else magnitudes_for(chosen.bound, problem, inputs, where, reference=ref)
+    mags = magnitudes[chosen.kind] if cached else chosen.bound.magnitudes(problem, inputs, where, reference=ref)
     if not cached:
         clock.mark("magnitudes" if magnitudes is None or chosen.kind == "direct" else f"magnitudes {chosen.kind}")
         if magnitudes is not None:
@@ -546,7 +518,7 @@ def _judge_by_the_plan(result: CheckResult, asked, ours, ref, inputs: ConvInputs
     if chosen.name == result.bound and chosen.kind == "direct" and chosen.judged_as == problem.dtype:
         return
     where = compare_device(result.plan)
-    judge(result, ours, ref, chosen.bound, magnitudes_for(chosen.bound, problem, inputs, where), where, said.get("redzone") or ())
+    judge(result, ours, ref, chosen.bound, chosen.bound.magnitudes(problem, inputs, where), where, said.get("redzone") or ())
     result.judged_as = chosen.judged_as
     result.plan.notes.append(f"engine {said.get('engine')}: {chosen.why or chosen.judged_as}")
 

@@ -4,7 +4,8 @@ A check that passes everything is worthless. ``--plant BUG`` makes the
 implementation under test compute wrongly in one specific, realistic way and the
 verdict must become a failure. A bug changes what the implementation is asked to
 compute (its problem or inputs), what it hands back (its output), or replaces the
-computation (fp16 accumulation); the reference is never touched.
+computation (fp16 accumulation); the reference is never touched. The changes are
+the catalogue's (:mod:`convcheck.check.faults`), the same the diagnosis looks for.
 
 ``applies(bug, problem)`` says whether a bug means anything for a problem (a
 flipped 1x1 kernel is the same kernel; rounding bf16 inputs to bf16 changes
@@ -20,7 +21,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..base import dtypes
-from . import winograd_plants
+from . import faults, winograd_plants
 from ..base.errors import BadInput
 from ..base.inputs import ConvInputs
 from ..problem.descriptor import ConvProblem
@@ -87,28 +88,12 @@ def applies(bug: str, problem: ConvProblem) -> str | None:
     return None
 
 
-def _shift_padding(problem: ConvProblem) -> ConvProblem:
-    pre = problem.pad_pre[:-1] + (problem.pad_pre[-1] + 1,)
-    post = problem.pad_post[:-1] + (problem.pad_post[-1] - 1,)
-    return replace(problem, pad_pre=pre, pad_post=post)
+def _grown_dilation(problem: ConvProblem) -> ConvProblem:
+    return faults.change_geometry(problem, "dilation", -1, problem.dilation[-1] + 1)
 
 
-def _grow_dilation(problem: ConvProblem) -> ConvProblem:
-    k = problem.kernel[-1]
-    dil = problem.dilation[:-1] + (problem.dilation[-1] + 1,)
-    post = problem.pad_post[:-1] + (problem.pad_post[-1] + (k - 1),)  # the window grew by k-1: keep the output size
-    return replace(problem, dilation=dil, pad_post=post)
-
-
-def _flip_mode(problem: ConvProblem) -> ConvProblem:
-    return replace(problem, mode="conv" if problem.mode == "xcorr" else "xcorr")
-
-
-_PROBLEM_BUGS = {"padding": _shift_padding, "dilation": _grow_dilation, "flip": _flip_mode}
-
-
-def _with_inputs(inputs: ConvInputs, x=None, w=None) -> ConvInputs:
-    return replace(inputs, x=inputs.x if x is None else x, w=inputs.w if w is None else w)
+_PROBLEM_BUGS = {"padding": lambda p: faults.shift_padding(p, -1, 1, -1), "dilation": _grown_dilation,
+                 "flip": faults.flipped}
 
 
 def _scale_largest(y):
@@ -128,12 +113,6 @@ def _row_unwritten(y):
     index = (0, 0) + tuple(-1 for _ in range(y.dim() - 3))  # the last row of the first image and channel
     y[index] = float("nan")
     return y
-
-
-def _fp16_output(y):
-    import torch
-
-    return y.to(torch.float16).to(y.dtype)
 
 
 def fp16_accumulation(problem: ConvProblem, inputs: ConvInputs) -> np.ndarray:
@@ -183,24 +162,15 @@ def _fp16_accumulation_backward(problem: ConvProblem, inputs: ConvInputs) -> np.
     def t(a):
         return None if a is None else torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
 
-    g = problem.groups
-    if problem.direction == "dgrad":
-        kg = problem.oc // g
-        step = -(-kg // MAX_SLICES)  # output channels of each group per slice
-
-        def block(j):  # channels j..j+step-1 of every group
-            idx = np.concatenate([np.arange(gi * kg + j, gi * kg + min(j + step, kg)) for gi in range(g)])
-            return replace(problem, oc=g * (min(j + step, kg) - j)), None, inputs.w[idx], inputs.dy[:, idx]
-        slices = (block(j) for j in range(0, kg, step))
-    elif problem.mb >= MAX_SLICES:
-        step = -(-problem.mb // MAX_SLICES)  # images per slice
-        slices = ((replace(problem, mb=min(i + step, problem.mb) - i), inputs.x[i:i + step], inputs.w, inputs.dy[i:i + step])
-                  for i in range(0, problem.mb, step))
+    if problem.direction == "dgrad" or problem.mb >= MAX_SLICES:  # blocks of output channels, or of images
+        _, total = faults.reduced_axis(problem)
+        step = -(-total // MAX_SLICES)
+        slices = (faults.reduction_block(problem, inputs, j, min(j + step, total)) for j in range(0, total, step))
     else:  # few images: each image's output positions in blocks too (at batch 1 a per-image slice would round once)
         slices = _position_slices(problem, inputs, -(-MAX_SLICES // problem.mb))
     acc = torch.zeros(problem.result_shape, dtype=torch.float16)
-    for q, x, w, dy in slices:
-        part, _ = torch_conv.compute(q, t(x), t(w), t(dy))
+    for q, part_inputs in slices:
+        part, _ = torch_conv.compute(q, t(part_inputs.x), t(part_inputs.w), t(part_inputs.dy))
         acc = (acc.to(torch.float64) + part.to(torch.float32).to(torch.float64)).to(torch.float16)
     return acc.to(torch.float32).numpy()
 
@@ -216,7 +186,7 @@ def _position_slices(problem: ConvProblem, inputs: ConvInputs, blocks: int):
             dy = np.zeros_like(inputs.dy[i:i + 1])
             flat_dy, flat_src = dy.reshape(1, problem.oc, -1), inputs.dy[i:i + 1].reshape(1, problem.oc, -1)
             flat_dy[:, :, start:start + step] = flat_src[:, :, start:start + step]
-            yield single, inputs.x[i:i + 1], inputs.w, dy
+            yield single, replace(inputs, x=inputs.x[i:i + 1], dy=dy)
 
 
 def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
@@ -228,30 +198,22 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
         raise BadInput(f"{bug} does not change this problem: {why_not}", option="plant")
     if bug in ("tf32-inputs", "bf16-inputs"):
         rnd = dtypes.round_tf32 if bug == "tf32-inputs" else dtypes.round_bf16
-        return Planted(problem, replace(inputs, **{k: rnd(getattr(inputs, k)) for k in ("x", "w", "dy", "bias")
-                                                   if getattr(inputs, k) is not None}))
+        return Planted(problem, faults.rounded(inputs, ("x", "w", "dy", "bias"), rnd))
     if bug in ("tf32-weights", "bf16-weights", "fp8-weights"):
         rnd = {"tf32-weights": dtypes.round_tf32, "bf16-weights": dtypes.round_bf16, "fp8-weights": dtypes.round_fp8}[bug]
-        role = "dy" if problem.direction == "wgrad" else "w"  # the operand besides the one summed over
-        return Planted(problem, replace(inputs, **{role: rnd(getattr(inputs, role))}))
+        return Planted(problem, faults.rounded(inputs, (faults.second_role(problem),), rnd))
     if bug == "fp16-output":
-        return Planted(problem, inputs, _fp16_output)
+        return Planted(problem, inputs, faults.stored_in("float16"))
     if bug == "fp16-accumulation":
         return Planted(problem, inputs, compute=fp16_accumulation)
     if bug == "drop-channel":
-        x = inputs.x.copy()
-        x[:, 0] = 0.0
-        return Planted(problem, _with_inputs(inputs, x))
+        return Planted(problem, faults.channel_zeroed(inputs, "x", 0))
     if bug in _PROBLEM_BUGS:
         return Planted(_PROBLEM_BUGS[bug](problem), inputs)
     if bug == "group-mix":
-        cg = problem.ic // problem.groups
-        return Planted(problem, _with_inputs(inputs, np.roll(inputs.x, -cg, axis=1)))
-    if bug == "nhwc-as-nchw":
-        x = inputs.x
-        order = (0, *range(2, x.ndim), 1)
-        misread = np.ascontiguousarray(x.transpose(order)).reshape(x.shape)  # NHWC bytes, NCHW indexing
-        return Planted(problem, _with_inputs(inputs, misread))
+        return Planted(problem, faults.groups_rolled(problem, inputs, "x", 1))
+    if bug == "nhwc-as-nchw":  # NHWC bytes, NCHW indexing
+        return Planted(problem, replace(inputs, x=faults.channels_last_read_as_first(inputs.x)))
     if bug == "row-unwritten":
         return Planted(problem, inputs, _row_unwritten)
     if bug == "element":

@@ -126,15 +126,59 @@ class Structure(NamedTuple):
     staged: bool  # a staged sum judged by its stages' own sums
 
 
+class ErrorBound:
+    """What every bound answers, the one interface the comparison and the check ask of it.
+
+    A bound is a formula (``apply``, a static function of its numbers ``terms()`` and its shape
+    ``structure``, so the comparison can run it in chunks or on a GPU) and what that formula needs:
+    the magnitudes of the problem's terms (``magnitudes``; None where it needs none), the value from
+    which the output type overflows, and, for given data, the levels it judges at. The defaults
+    are a bound that needs nothing but the two answers."""
+
+    name: str = ""
+    #: whether the formula reads the magnitudes (conv(|x|, |w|) and the rest) from ``magnitudes``
+    needs_abs_conv = False
+    #: |value| from which the output type rounds to infinity
+    overflow_at = float("inf")
+    #: the formula's shape, beside its numbers (``terms``)
+    structure = None
+    #: given data: the level a failed comparison failed at ("rigorous" or "probable"); None: convcheck's fill
+    fails_at: str | None = None
+    #: given data: a comparison that passed is judged again at the probable level (convcheck.numerics.probable)
+    probable_after = False
+    #: a side stores stages in the tensor type, judged by the stages' own sums (convcheck.numerics.rounding)
+    staged = False
+
+    def terms(self) -> tuple:
+        return ()
+
+    @staticmethod
+    def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
+        raise NotImplementedError
+
+    def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None, bias=None):
+        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2, bias)
+
+    def magnitudes(self, problem, inputs, device: str, reference=None):
+        """The magnitudes ``apply`` reads, float64 on ``device``; None where it reads none.
+        ``reference``: the float64 answer, where the check holds it."""
+        return None
+
+    def summary(self, ref_abs_max: float) -> dict:
+        raise NotImplementedError
+
+    def derivation(self) -> str:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class LessonBound:
+class LessonBound(ErrorBound):
     """``|ours - ref| <= atol + rtol * |ref|`` with ``atol = rtol * max|ref|`` (fp32 only)."""
 
     k_terms: int
     dtype: str = "fp32"
 
     name = "lesson"
-    needs_abs_conv = False
     overflow_at = OVERFLOW_AT["float32"]
 
     def __post_init__(self):
@@ -155,17 +199,12 @@ class LessonBound:
     def atol(self, ref_abs_max: float) -> float:
         return self.rtol * ref_abs_max
 
-    structure = None
-
     def terms(self) -> LessonTerms:
         return LessonTerms(self.rtol)
 
     @staticmethod
     def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         return terms.rtol * ref_abs_max + terms.rtol * ref_abs
-
-    def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
-        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
 
     def summary(self, ref_abs_max: float) -> dict:
         return {"rtol": self.rtol, "atol": self.atol(ref_abs_max)}
@@ -285,7 +324,7 @@ def lambda_for(events: float, p_false: float) -> float:
 
 
 @dataclass(frozen=True)
-class ElementwiseBound:
+class ElementwiseBound(ErrorBound):
     k_terms: int
     outputs: int
     sides: tuple[Side, ...]
@@ -312,6 +351,26 @@ class ElementwiseBound:
         """Bounds every partial sum of every output (Hoeffding over the data's signs, and
         Higham & Mary for their rounding): n*M events, each with HM's factor n, p/4."""
         return lambda_for(4.0 * float(self.k_terms) ** 2 * self.outputs, self.p_false)
+
+    @property
+    def fails_at(self) -> str | None:
+        return "rigorous" if self.given else None
+
+    @property
+    def probable_after(self) -> bool:
+        return self.given and self.level == "probable"
+
+    def magnitudes(self, problem, inputs, device: str, reference=None):
+        """A and S2 (S2 serves the variance-aware form on convcheck's own fill and the probable level
+        on given data), and a staged side's stage energy (:mod:`convcheck.numerics.magnitudes`)."""
+        from . import magnitudes
+
+        mags = magnitudes.compute(problem, inputs, device, squares=inputs.kind != "given" or self.level == "probable")
+        if self.staged:
+            from .rounding import STAGES
+
+            mags = mags._replace(stage=magnitudes.stage_energy(problem, inputs, STAGES[problem.direction], device))
+        return mags
 
     @property
     def staged(self) -> bool:
@@ -494,24 +553,15 @@ class ElementwiseBound:
 
 
 @dataclass(frozen=True)
-class ExactBound:
+class ExactBound(ErrorBound):
     name = "exact"
-    needs_abs_conv = False
     overflow_at = OVERFLOW_AT["float32"]
-
-    structure = None
-
-    def terms(self) -> tuple[float, ...]:
-        return ()
 
     @staticmethod
     def apply(terms, structure, ref_abs, ref_abs_max, a, s2, bias=None, stage=None):
         import torch
 
         return torch.zeros_like(ref_abs)
-
-    def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
-        return self.apply((), None, ref_abs, ref_abs_max, a, s2)
 
     def summary(self, ref_abs_max: float) -> dict:
         return {"rtol": 0.0, "atol": 0.0}

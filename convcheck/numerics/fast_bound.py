@@ -30,7 +30,7 @@ from fractions import Fraction
 
 from ..base import dtypes
 from . import fft, winograd
-from .bound import DEFAULT_P_FALSE, OVERFLOW_AT, _ETA, gamma, lambda_for
+from .bound import DEFAULT_P_FALSE, OVERFLOW_AT, _ETA, ErrorBound, gamma, lambda_for
 from ..base.memo import RecentResults, digest
 
 #: The fast bounds' magnitudes of the last checks on the CPU, by bound and inputs (:mod:`convcheck.base.memo`):
@@ -181,7 +181,7 @@ def _is_number(s: str) -> bool:
 
 
 @dataclass(frozen=True)
-class _FastBound:
+class _FastBound(ErrorBound):
     """What the fast-algorithm bounds share: against a float64 reference, on convcheck's random fill,
     ``a`` of the magnitudes added whole (the reference's own error, and whatever the algorithm
     perturbs the same way everywhere), ``s2`` the rounding variance, then the stored output's rounding."""
@@ -227,10 +227,7 @@ class _FastBound:
         acc = a + t.lam * torch.sqrt(t.proxy * s2 + t.at_output * ref_abs * ref_abs)
         return acc + t.u_out * (ref_abs + acc) + t.eta
 
-    def allowed(self, ref_abs, ref_abs_max: float, a=None, s2=None):
-        return self.apply(self.terms(), self.structure, ref_abs, ref_abs_max, a, s2)
-
-    def magnitudes(self, inputs, device: str, reference=None):
+    def magnitudes(self, problem, inputs, device: str, reference=None):
         """(a, s2) for :meth:`apply`, float64 on ``device`` (``reference``, the float64 answer the check
         holds, is for :class:`GivenFastBound`). On the CPU the last few are kept (:data:`RECENT`): the
         same bound on the same inputs is not computed twice."""
@@ -366,7 +363,7 @@ class GivenFastBound(_FastBound):
         return self.inner.structure + ("given", self.level)
 
     @property
-    def given_level(self) -> str:
+    def fails_at(self) -> str:
         return self.level
 
     @property
@@ -399,14 +396,14 @@ class GivenFastBound(_FastBound):
             return worst, torch.zeros_like(worst)
         return self.inner._own(ops, device)
 
-    def magnitudes(self, inputs, device: str, reference=None):
+    def magnitudes(self, problem, inputs, device: str, reference=None):
         """As :meth:`_FastBound.magnitudes`, with the probable level's own-implementation errors measured
         against ``reference`` (the float64 answer the check already holds; computed here if None)."""
         import torch
 
         from .magnitudes import _tensor
 
-        mags = super().magnitudes(inputs, device)
+        mags = super().magnitudes(problem, inputs, device)
         if self.level == "rigorous":
             return mags
         from ..problem.convmath import compute

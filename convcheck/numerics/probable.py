@@ -158,29 +158,3 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
     verdict.examined = len(chosen)
     verdict.outside = sorted(rows, key=lambda r: -r[4])
     return verdict
-
-
-def apply(comparison, problem, bound, ours, ref, x, w, dy, mags) -> None:
-    """Name the level of a given-data comparison and, where the rigorous level passed and the
-    bound asks for it, judge the probable level: a failure there fails the comparison, its
-    worst examined output becomes the reported one."""
-    from ..base.arrays import Mismatch
-
-    if getattr(bound, "name", None) != "elementwise" or not bound.given or comparison.shape_error:
-        return
-    if not comparison.passed:
-        comparison.level = "rigorous"
-        return
-    if bound.level != "probable" or comparison.total == 0:
-        return
-    verdict = judge(problem, bound, ours, ref, x, w, dy, mags)
-    comparison.probable = verdict.as_dict()
-    comparison.derivation = f"{comparison.derivation}; {derivation(bound)}"
-    if verdict.outside:
-        comparison.passed = False
-        comparison.level = "probable"
-        comparison.outside = len(verdict.outside)
-        comparison.worst_index = verdict.outside[0][0]
-        comparison.max_ratio = verdict.max_ratio
-        comparison.max_abs_diff = max(comparison.max_abs_diff, abs(verdict.outside[0][1] - verdict.outside[0][2]))
-        comparison.mismatches = [Mismatch(index=r[0], ours=r[1], ref=r[2]) for r in verdict.outside[:10]]

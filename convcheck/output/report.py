@@ -148,7 +148,7 @@ def _draw(rec: dict, problem, ratio, diff) -> list[str]:
 def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray | None, str]:
     """(error/bound, |ours - ref|) per element of the recorded check (or plan), re-run and judged by
     the bound that judged it; (None, None, why) if it gave no output."""
-    from ..check.pipeline import compare_device, magnitudes_for
+    from ..check.pipeline import compare_device
     from ..base.arrays import to_torch
     from ..campaign.rerun import rerun
 
@@ -157,7 +157,7 @@ def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray 
     if result.outputs is None or result.judging is None:
         return None, None, f"{what} gave {result.status}: {result.message}"
     ours, ref, inputs = result.outputs
-    a = magnitudes_for(result.judging, problem, inputs, compare_device(result.plan))
+    a = result.judging.magnitudes(problem, inputs, compare_device(result.plan))
     diff = (to_torch(ours).double().cpu() - to_torch(ref).double().cpu()).abs().numpy()
     return (error_ratio_map(ours, ref, result.judging, a), diff,
             f"{what}: {result.status}, err/bound {result.comparison.max_ratio:.3g}")

@@ -331,7 +331,7 @@ def write_fast_allowance(rec: dict, path: Path) -> None:
     problem = problem_from_record(rec)
     inputs = make_inputs(problem, int(rec.get("seed") or 0), kind=rec.get("fill") or "random")
     bnd = _fast_bound(rec, problem)
-    mags = bnd.magnitudes(inputs, "cpu")
+    mags = bnd.magnitudes(problem, inputs, "cpu")
     stored = [None if a is None else torch.as_tensor(a).to(torch.float32).to(torch_dtype(problem.dtype))
               for a in (inputs.x, inputs.w, inputs.dy)]
     np.savez_compressed(path, a=mags.a.cpu().numpy(), s2=mags.s2.cpu().numpy(), inputs_sha256=inputs_sha256(*stored),
