@@ -6,6 +6,7 @@ kernel that was fixed), for ``--resume --retry-crashed``."""
 
 import ctypes
 import os
+import signal
 import sys
 import time
 
@@ -102,4 +103,11 @@ def cuda_device_assert(input, weight, bias=None, stride=1, padding=0, dilation=1
     if _on() and input.shape[1] == 8 and input.is_cuda:
         table = torch.zeros(4, device=input.device)
         table[torch.tensor([1 << 20], device=input.device)].sum().item()
+    return _torch(input, weight, bias, stride, padding, dilation, groups)
+
+
+def kills_its_parent(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """SIGTERM to the process that started it, on two images: a kernel's test harness that ends its parent."""
+    if input.shape[0] == 2 and _on():
+        os.kill(os.getppid(), signal.SIGTERM)
     return _torch(input, weight, bias, stride, padding, dilation, groups)

@@ -210,6 +210,18 @@ def test_memory_error_is_an_error_record_and_a_sticky_state_costs_one_record(tmp
     assert done.returncode == 1
 
 
+def test_a_function_that_signals_its_parent_costs_its_own_check_not_the_sweep(tmp_path):
+    """A function's os.kill(os.getppid(), SIGTERM) reaches the process standing between the supervisor and
+    its worker: that check is crashed, the sweep goes on and writes every record."""
+    out = tmp_path / "s.jsonl"
+    problems = ["mb1ic4ih8oc4oh8kh3ph1", "mb2ic4ih8oc4oh8kh3ph1", "mb3ic4ih8oc4oh8kh3ph1"]
+    done = run_cli("sweep", *problems, "--backend", f"{CRASHERS}:kills_its_parent", "--out", str(out), "--quiet")
+    recs = lines(out)
+    assert [r["status"] for r in recs] == ["passed", "crashed", "passed"], done.stderr
+    assert "SIGTERM" in recs[1]["message"] and done.returncode == 1
+    assert recs[0]["worker"]["pid"] != recs[2]["worker"]["pid"]  # the worker was replaced
+
+
 def test_a_crash_in_one_of_many_plans_names_the_plan():
     """What an --all-engines check does when one engine crashes, without a GPU: the task announces
     plans in turn and segfaults in the third. The record names that plan (its key too), and the

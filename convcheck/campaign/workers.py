@@ -9,7 +9,8 @@ fails). So a command that runs checks never runs them in its own process: a
   its own process group (setsid: a Ctrl-C at the terminal goes to the supervisor alone, which ends
   them), and die with the supervisor (Linux ``PR_SET_PDEATHSIG``, and a watch on the
   parent for the rest). The supervisor itself never runs a check, so it never creates a
-  CUDA context.
+  CUDA context. A small process stands between the supervisor and each worker proper (forked
+  before any import): a function that signals its parent reaches it, not the supervisor.
 - A worker announces each stage of its check before it runs (:mod:`convcheck.base.stages`), so
   when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
   signal or exit code, the stage and the cuDNN plan. A task that runs past its time limit
@@ -153,6 +154,7 @@ class _Worker:
         cmd = [sys.executable, "-m", "convcheck.campaign.workers", str(theirs.fileno()), str(os.getpid())]
         self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
+        self.pid = self.proc.pid  # the worker proper's, once it says it is ready (its parent stands between)
         theirs.close()
         self.conn = Connection(ours.detach())
         self.conn.send(boot)
@@ -167,7 +169,7 @@ class _Worker:
 
     @property
     def info(self) -> dict:
-        return {"pid": self.proc.pid, **({"cuda_visible_devices": self.gpu} if self.gpu is not None else {})}
+        return {"pid": self.pid, **({"cuda_visible_devices": self.gpu} if self.gpu is not None else {})}
 
     @property
     def running(self) -> Task | None:
@@ -357,7 +359,7 @@ class Supervisor:
             w.begun, w.started, w.stage = True, time.monotonic(), (None, None)
             return None
         if kind == "ready":
-            w.ready = True
+            w.ready, w.pid = True, msg[1]
             self.failed_starts, self.started_any = 0, True
             return None
         task, seconds = w.sent.popleft(), time.monotonic() - w.started
@@ -617,8 +619,33 @@ def _send_exception(conn: Connection, e: BaseException) -> None:
     conn.send(("raised", payload, text, *stages.current()))
 
 
+def _stand_between(supervisor: int, fd: int) -> int:
+    """Fork: this process stays between the supervisor and the worker proper, waits for it and ends as it
+    ended (the same exit code, or killed by the same signal, which the supervisor reads as today). A
+    function under test that signals its parent (``os.kill(os.getppid(), signal.SIGTERM)``) reaches this
+    process, not the supervisor: that costs its own check, a crash, never the campaign. Returns, in the
+    worker proper, this process's pid (its parent)."""
+    between = os.getpid()
+    child = os.fork()
+    if child == 0:
+        return between
+    os.close(fd)  # the worker's end of the socket is the worker's alone: the supervisor sees it close
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with(supervisor)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(between, os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
 def worker_main(fd: int, parent: int) -> int:
-    _die_with(parent)
+    _die_with(_stand_between(parent, fd))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
     boot = conn.recv()
