@@ -98,3 +98,29 @@ def test_the_readme_names_only_files_the_repository_has():
             continue
         assert (REPO / path.split(":")[0]).exists(), path
     assert "../shared" not in text
+
+
+def test_a_wheel_built_as_documented_carries_the_layer_lists_and_the_templates(tmp_path):
+    """docs/install.md's wheel, installed apart from the checkout: ``--batch resnet_50`` needs no clone."""
+    import sys
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(REPO),
+                            "-w", str(tmp_path / "dist")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("convcheck-*.whl")
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    probe = ("import convcheck, sys; from convcheck.problem import lists; from convcheck.output import repro; "
+             "print(convcheck.__file__); print(','.join(lists.names())); "
+             "print(len(convcheck.read_batch_file(lists.batch_file('resnet_50'))))")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert seen.returncode == 0, seen.stderr
+    where, names, count = seen.stdout.split()
+    assert where.startswith(str(site))  # the installed copy, not the checkout
+    shipped = sorted(p.name.removeprefix("shapes_") for p in (REPO / "cases" / "benchdnn").glob("shapes_*"))
+    assert names.split(",") == shipped and int(count) == 20
+    assert (site / "convcheck" / "output" / "repro_template.py.txt").is_file()

@@ -1,12 +1,14 @@
-"""The layer lists that come with convcheck (``cases/benchdnn/shapes_NAME``: ResNet-50, AlexNet, 1x1,
-depthwise...), taken by name wherever a batch file is: ``--batch resnet_50``, ``problems="resnet_50"``."""
+"""The layer lists that come with convcheck (``shapes_NAME``: ResNet-50, AlexNet, 1x1, depthwise...,
+from oneDNN's benchdnn), taken by name wherever a batch file is: ``--batch resnet_50``,
+``problems="resnet_50"``. They are part of the installed package (``convcheck/problem/layer_lists``;
+a checkout also shows them as ``cases/benchdnn``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-#: Where the lists are: the checkout's cases/benchdnn.
-BUNDLED = Path(__file__).resolve().parents[2] / "cases" / "benchdnn"
+#: Where the lists are: inside the package, so that an installed convcheck has them too.
+BUNDLED = Path(__file__).resolve().parent / "layer_lists"
 
 
 def names() -> list[str]:
