@@ -15,14 +15,33 @@ Library entry points::
 
 __version__ = "0.1.0"
 
-from .problem.descriptor import ConvProblem, parse_descriptor, read_batch_file
-from .check.pipeline import CheckResult, run_check
-from .api.assertions import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close
-from .api.function_check import assert_conv_function, check_conv_function
-from .check.pipeline import run_spec
-from .check.spec import CheckSpec
-from .base.errors import Unsupported
+#: Each public name and the module it lives in. They are imported when first used (PEP 562), so that
+#: ``import convcheck`` (and pytest loading convcheck's plugin in every suite of an environment that has
+#: convcheck) costs nothing until a check is asked for.
+_HOMES = {
+    "ConvProblem": "problem.descriptor", "parse_descriptor": "problem.descriptor",
+    "problem_from_torch": "problem.descriptor", "read_batch_file": "problem.descriptor",
+    "CheckResult": "check.pipeline", "run_check": "check.pipeline", "run_spec": "check.pipeline",
+    "CheckSpec": "check.spec",
+    "assert_conv_close": "api.assertions", "assert_conv_input_grad_close": "api.assertions",
+    "assert_conv_weight_grad_close": "api.assertions",
+    "assert_conv_function": "api.function_check", "check_conv_function": "api.function_check",
+    "Unsupported": "base.errors",
+}
 
-__all__ = ["ConvProblem", "parse_descriptor", "read_batch_file", "run_check", "CheckResult", "assert_conv_close",
-           "assert_conv_input_grad_close", "assert_conv_weight_grad_close", "check_conv_function",
-           "assert_conv_function", "CheckSpec", "run_spec", "Unsupported", "__version__"]
+__all__ = [*_HOMES, "__version__"]
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'convcheck' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.campaign.shrink import size, steps
-from convcheck.problem.strategies import conv_problems
+from convcheck.api.strategies import conv_problems
 from tests.conftest import REPO, run_cli
 
 BUGS = REPO / "examples" / "shape_bugs.py"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from convcheck import assert_conv_function, check_conv_function, parse_descriptor
 from convcheck.check.backends import user_function
 from convcheck.check.fill import make_inputs
-from convcheck.problem.strategies import conv_problems
+from convcheck.api.strategies import conv_problems
 
 from .conftest import REPO, run_cli
 

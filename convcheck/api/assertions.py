@@ -47,20 +47,9 @@ from ..base.arrays import to_torch
 from ..numerics.fast_bound import parse_algorithm
 from ..base.inputs import ConvInputs
 from ..base.layout import DATA_ORDERS, WEIGHT_ORDERS, logical_axes
-from ..problem.descriptor import ConvProblem, torch_padding
+from ..problem.descriptor import ConvProblem, problem_from_torch
 
 _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-
-
-def _tuple(value, nd: int, what: str) -> tuple[int, ...]:
-    if isinstance(value, int):
-        return (value,) * nd
-    value = tuple(int(v) for v in value)
-    if len(value) == 1:
-        return value * nd
-    if len(value) != nd:
-        raise ValueError(f"{what} {value} has {len(value)} entries; a {nd}-D convolution needs {nd}")
-    return value
 
 
 def _dtype_of(t, dtype: str | None) -> str:
@@ -76,17 +65,8 @@ def _dtype_of(t, dtype: str | None) -> str:
 
 
 def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups, dtype: str, bias: bool) -> ConvProblem:
-    nd = len(x_shape) - 2
-    if nd not in (1, 2, 3) or len(w_shape) != nd + 2:
-        raise ValueError(f"input of shape {tuple(x_shape)} and weight of shape {tuple(w_shape)}: "
-                         "expected [N, C, *spatial] and [K, C/groups, *kernel] with 1 to 3 spatial axes")
-    kernel = tuple(int(k) for k in w_shape[2:])
-    stride = _tuple(stride, nd, "stride")
-    dilation = _tuple(dilation, nd, "dilation")
-    pre, post = torch_padding(padding, kernel, dilation, stride)
-    return ConvProblem(mb=int(x_shape[0]), ic=int(x_shape[1]), oc=int(w_shape[0]), input=tuple(int(i) for i in x_shape[2:]),
-                       kernel=kernel, stride=stride, pad_pre=pre, pad_post=post, dilation=dilation, groups=int(groups),
-                       dtype=dtype, direction=direction, fuse=("bias",) if bias else ())
+    return problem_from_torch(x_shape, w_shape, stride, padding, dilation, groups, bias=bias, dtype=dtype,
+                              direction=direction)
 
 
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,

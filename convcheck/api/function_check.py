@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Mapping
 from ..base.errors import BadInput
 from ..problem import lists
 from ..base.status import Status, of
-from ..problem.descriptor import ConvProblem, layout_from_name, parse_descriptor, read_batch_file
+from ..problem.descriptor import ConvProblem, as_problem, layout_from_name, parse_descriptor, read_batch_file
 
 #: The built-in problems: every dimension, groups and depthwise, stride, dilation and the padding
 #: edge cases (asymmetric, negative back padding, padding larger than the kernel, output width 1),
@@ -59,8 +59,8 @@ BUILTIN = (
 
 def problems_from(problems, mb: int | None = None) -> list[ConvProblem]:
     """``problems`` as a list: None (the built-in set), a batch file's path, the name of a
-    bundled list (``"resnet_50"`` is ``cases/benchdnn/shapes_resnet_50``), or descriptors and
-    problems. ``mb`` overrides every batch."""
+    bundled list (``"resnet_50"``), or descriptors, problems and torch's arguments as dicts
+    (:func:`convcheck.problem.descriptor.as_problem`). ``mb`` overrides every batch."""
     over = {"mb": mb} if mb else {}
     if problems is None:
         return [parse_descriptor(d, **over) for d in BUILTIN]
@@ -71,10 +71,7 @@ def problems_from(problems, mb: int | None = None) -> list[ConvProblem]:
         names = lists.names()
         raise BadInput(f"problems {str(problems)!r}: no such batch file, and no bundled list of that name"
                        + (f" (bundled: {', '.join(names)})" if names else ""), option="problems")
-    out = []
-    for p in problems:
-        out.append(replace(p, **over) if isinstance(p, ConvProblem) else parse_descriptor(str(p), **over))
-    return out
+    return [as_problem(p, **over) for p in problems]
 
 
 def _backend_names(fn, directions: Iterable[str]) -> dict[str, str]:

@@ -65,6 +65,12 @@ TYPICAL_ROUNDING = {
             "(ONEDNN_DEFAULT_FPMATH_MODE), autocast or allow_bf16 switches, or a cast in your code",
     "fp16": "autocast or half-precision switches (allow_fp16_reduced_precision), an fp16 copy of a tensor, "
             "or a cast in your code",
+    "tf32 ties away": "a TF32 conversion that rounds half away from zero (PTX's cvt.rna.tf32.f32, CUTLASS's "
+                      "round_to_nearest, code that adds half an ulp before masking the low 13 bits)",
+    "tf32 truncated": "fp32 bits handed to TF32 tensor cores as they are (the low 13 mantissa bits ignored), or a mask "
+                      "of the low bits without rounding",
+    "bf16 truncated": "fp32 values cut to their top 16 bits (a bf16 conversion by truncation, as older kernels and "
+                      "some frameworks' casts do)",
     "fp8 e4m3": "an fp8 (e4m3) quantisation of the tensor: a scaled-fp8 path, a quantised checkpoint",
     "fp8 e5m2": "an fp8 (e5m2) quantisation of the tensor: a scaled-fp8 path, gradients kept in e5m2",
 }
@@ -78,8 +84,12 @@ def _round_e5m2(a: np.ndarray) -> np.ndarray:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).to(torch.float8_e5m2).to(torch.float32).numpy()
 
 
-#: The narrower types an operand may have been rounded to: (name, rounding of float32 values).
-ROUNDINGS = (("tf32", dtypes.round_tf32), ("bf16", dtypes.round_bf16), ("fp16", dtypes.round_fp16),
+#: The narrower types an operand may have been rounded to: (name, rounding of float32 values). TF32 and bf16
+#: are met rounded three ways: to nearest even (torch, NumPy, convcheck's plants), to nearest with ties away
+#: (PTX's cvt.rna.tf32.f32, CUTLASS's default) and truncated (fp32 bits handed to a tensor core as they are).
+ROUNDINGS = (("tf32", dtypes.round_tf32), ("tf32 ties away", faults.tf32_ties_away),
+             ("tf32 truncated", faults.tf32_truncated), ("bf16", dtypes.round_bf16),
+             ("bf16 truncated", faults.bf16_truncated), ("fp16", dtypes.round_fp16),
              ("fp8 e4m3", dtypes.round_fp8), ("fp8 e5m2", _round_e5m2))
 
 #: Narrow types a running sum or an output may be kept in: (name, unit roundoff, torch dtype name).

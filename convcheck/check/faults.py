@@ -79,6 +79,34 @@ def same_output(problem: ConvProblem, changed: ConvProblem) -> bool:
 # ---------------------------------------------------------------------------- the inputs changed
 
 
+def _mantissa_cut(x, drop_bits: int, ties_away: bool):
+    """float32 values with their ``drop_bits`` low mantissa bits dropped: rounded to nearest with ties away
+    from zero (``ties_away``: PTX's ``cvt.rna``, half an ulp added before a mask) or truncated toward zero
+    (the bits fed to a tensor core as they are). NaN and infinity keep their bits."""
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    bits = a.view(np.uint32).astype(np.uint64)
+    if ties_away:
+        bits = bits + np.uint64(1 << (drop_bits - 1))
+    out = (bits & ~np.uint64((1 << drop_bits) - 1)).astype(np.uint32).view(np.float32)
+    special = ~np.isfinite(a)
+    if special.any():
+        out = out.copy()
+        out[special] = a[special]
+    return out.reshape(a.shape)
+
+
+def tf32_ties_away(x):
+    return _mantissa_cut(x, 13, True)
+
+
+def tf32_truncated(x):
+    return _mantissa_cut(x, 13, False)
+
+
+def bf16_truncated(x):
+    return _mantissa_cut(x, 16, False)
+
+
 def rounded(inputs, roles, rnd):
     """``inputs`` with each operand of ``roles`` (that it holds) rounded by ``rnd``."""
     return replace(inputs, **{r: rnd(getattr(inputs, r)) for r in roles if getattr(inputs, r) is not None})

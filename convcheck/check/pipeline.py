@@ -315,7 +315,7 @@ def _small_everywhere(result: CheckResult) -> str:
 
 
 def run_check(
-    problem: ConvProblem,
+    problem: ConvProblem | str | dict,
     backend: str = "auto",
     reference: str | None = None,
     device: str | None = None,
@@ -334,7 +334,8 @@ def run_check(
     diagnose: int | None = None,
 ) -> CheckResult:
     """Run one check through the stages: :func:`run_spec` of the :class:`~convcheck.check.spec.CheckSpec`
-    these arguments describe. Bad input raises BadInput; a backend that cannot
+    these arguments describe. ``problem``: a :class:`ConvProblem`, a descriptor, or torch's arguments as a
+    dict (:func:`convcheck.problem.descriptor.as_problem`). Bad input raises BadInput; a backend that cannot
     run here raises BackendUnavailable; a problem the backend declines, or any failure
     inside a backend, comes back as a result with status ``unsupported``/``error``.
 

@@ -45,6 +45,12 @@ class CheckSpec:
     diagnose: int | None = None  # a failure's diagnosis, not a verdict: its budget in convolutions (0: off; None: default)
     environment: tuple | None = None  # variables that choose your code's path, named by you (.environment.code_path)
 
+    def __post_init__(self):
+        if self.problem is not None and not isinstance(self.problem, ConvProblem):  # a descriptor, torch's arguments
+            from ..problem.descriptor import as_problem
+
+            object.__setattr__(self, "problem", as_problem(self.problem))
+
     def with_problem(self, problem: ConvProblem) -> "CheckSpec":
         return replace(self, problem=problem)
 

@@ -480,6 +480,61 @@ def torch_padding(padding, kernel, dilation, stride) -> tuple[tuple[int, ...], t
     return pad, pad
 
 
+def _per_axis(value, nd: int, what: str) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * nd
+    value = tuple(int(v) for v in value)
+    if len(value) == 1:
+        return value * nd
+    if len(value) != nd:
+        raise BadInput(f"{what} {value} has {len(value)} entries; a {nd}-D convolution needs {nd}")
+    return value
+
+
+def problem_from_torch(input, weight, stride=1, padding=0, dilation=1, groups: int = 1, *, bias: bool = False,
+                       dtype: str = "fp32", direction: str = "fprop", name: str | None = None) -> "ConvProblem":
+    """The problem of ``torch.nn.functional.conv{1,2,3}d(input, weight, bias, stride, padding, dilation,
+    groups)`` stated in torch's own arguments: ``input`` and ``weight`` are shapes (``[N, C, *spatial]``,
+    ``[K, C/groups, *kernel]``) or anything with a ``.shape``; ``padding`` an int, a tuple, "same" or
+    "valid"; ``bias`` whether a bias is added. Taken wherever a descriptor is (``problems=[...]`` as a
+    dict of these arguments, ``run_check``)."""
+    x_shape = tuple(int(i) for i in getattr(input, "shape", input))
+    w_shape = tuple(int(i) for i in getattr(weight, "shape", weight))
+    nd = len(x_shape) - 2
+    if nd not in (1, 2, 3) or len(w_shape) != nd + 2:
+        raise BadInput(f"input of shape {x_shape} and weight of shape {w_shape}: expected [N, C, *spatial] and "
+                       "[K, C/groups, *kernel] with 1 to 3 spatial axes")
+    kernel = w_shape[2:]
+    stride, dilation = _per_axis(stride, nd, "stride"), _per_axis(dilation, nd, "dilation")
+    pre, post = torch_padding(padding, kernel, dilation, stride)
+    if int(groups) < 1 or x_shape[1] != w_shape[1] * int(groups):
+        raise BadInput(f"input of {x_shape[1]} channels and weight of {w_shape[1]} per group with groups={groups}: "
+                       "torch needs input channels = weight's second dimension x groups")
+    return ConvProblem(mb=x_shape[0], ic=x_shape[1], oc=w_shape[0], input=x_shape[2:], kernel=kernel, stride=stride,
+                       pad_pre=pre, pad_post=post, dilation=dilation, groups=int(groups), dtype=dtype,
+                       direction=direction, fuse=("bias",) if bias else (), name=name or "")
+
+
+def as_problem(p, **overrides) -> "ConvProblem":
+    """A problem as a user may state it: a :class:`ConvProblem`, a descriptor, or a mapping of torch's
+    arguments (:func:`problem_from_torch`: ``{"input": (8, 64, 56, 56), "weight": (64, 64, 3, 3),
+    "padding": 1}``); ``overrides`` replace fields afterwards."""
+    from collections.abc import Mapping
+    from dataclasses import replace
+
+    if isinstance(p, ConvProblem):
+        return replace(p, **overrides) if overrides else p
+    if isinstance(p, Mapping):
+        unknown = set(p) - {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "dtype", "direction",
+                            "name"}
+        if unknown or not {"input", "weight"} <= set(p):
+            raise BadInput(f"a problem as torch's arguments takes input, weight, stride, padding, dilation, groups, "
+                           f"bias, dtype, direction and name; got {', '.join(sorted(map(str, p)))}", option="problems")
+        problem = problem_from_torch(**p)
+        return replace(problem, **overrides) if overrides else problem
+    return parse_descriptor(str(p), **overrides)
+
+
 def problem_from_record(rec: dict) -> "ConvProblem":
     """The problem a check's record (a sweep line, a check's JSON) names: its descriptor and the fields
     beside it (mode, dtype, layout, direction, fusion)."""

@@ -1,0 +1,62 @@
+"""convcheck in a user's own pytest suite: tests/user_project is someone else's project (its own pytest.ini,
+its own convolutions), run by pytest as its owner would, with convcheck's plugin found through the
+``pytest11`` entry point: every problem of the marker is its own test result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+from tests.conftest import REPO
+
+PROJECT = REPO / "tests" / "user_project"
+
+
+def _results(junit) -> dict:
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kind = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+        text = next((c.get("message") or "" for c in case if c.tag in ("failure", "error", "skipped")), "")
+        out[case.get("name")] = (kind, text)
+    return out
+
+
+def test_each_problem_of_the_marker_is_its_own_test_result(tmp_path):
+    junit, records = tmp_path / "junit.xml", tmp_path / "records.jsonl"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "their_tests.py", "-q",
+                           f"--junitxml={junit}", f"--convcheck-records={records}"],
+                          cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # the user's TF32 kernel fails
+    results = _results(junit)
+    layers = ("deep_3x3", "groups_4", "strided_1x1")
+    for layer in layers:
+        for direction in ("fprop", "dgrad"):
+            assert results[f"test_conv2d[{layer}-{direction}]"][0] == "passed"
+        kind, text = results[f"test_conv2d_tf32[{layer}-fprop]"]
+        assert kind == "failure" and "outputs outside the bound" in text and "rounded to tf32 ties away" in text
+    assert results["test_conv2d_no_groups[groups_4-fprop]"] == ("skipped", "your function declined it: grouped "
+                                                                           "convolutions are not written yet")
+    assert results["test_conv2d_no_groups[deep_3x3-fprop]"][0] == "passed"
+    by_hand = [n for n in results if n.startswith("test_each_resnet_layer_called_by_hand[")]
+    assert len(by_hand) == 20 and all(results[n][0] == "passed" for n in by_hand)  # the list by name
+    assert results["test_any_data"][0] == "passed"  # the public strategies, on data of any values
+    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(recs) == 6 + 3 + 3 and {r["name"] for r in recs} == {"deep 3x3", "groups 4", "strided 1x1"}
+    assert sorted(r["status"] for r in recs if "tf32" in r["backend"]) == ["failed"] * 3
+
+
+def test_a_convcheck_fixture_without_the_marker_says_what_it_needs(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_forgot.py").write_text("def test_it(conv_check):\n    conv_check(print)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_forgot.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "need @pytest.mark.convcheck(...) naming the problems" in done.stdout
+
+
+def test_import_convcheck_costs_nothing_until_a_check_is_asked_for():
+    """The plugin loads in every pytest run of an environment that has convcheck: it must not import torch."""
+    probe = "import sys, convcheck.api.pytest_plugin, convcheck; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert seen.stdout.split() == ["False", "False"], seen.stderr
