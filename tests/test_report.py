@@ -36,8 +36,9 @@ def test_page_is_self_contained_with_pictures(report):
     _, page = report
     text = page.read_text()
     assert text.count("<tr class=") == 9
-    # the one record that did not pass is drawn (map + histogram); the 8 passing ones are not, unless asked
-    assert len(re.findall(r"src='data:image/png;base64,", text)) == 2
+    # the one record that did not pass is drawn (map, histogram, the worst output's H x W map); the 8
+    # passing ones are not, unless asked
+    assert len(re.findall(r"src='data:image/png;base64,", text)) == 3
     assert "http://" not in text and "https://" not in text  # nothing to fetch
     assert "#9 failed (planted: padding)" in text  # the planted failure (the 9th record), said as planted
     assert "planted bug padding: 1 of 1 checks caught it (failed)" in text
@@ -48,7 +49,9 @@ def test_passing_records_are_drawn_only_when_asked(report):
     page = d / "all.html"
     done = run_cli("report", str(d / "sweep.jsonl"), "--html", str(page), "--pictures", "3", "--passing-pictures")
     assert done.returncode == 0, done.stderr
-    assert len(re.findall(r"src='data:image/png;base64,", page.read_text())) == 6  # 3 cases x (map + histogram)
+    cases = page.read_text().split("<div class='case'")[1:]
+    drawn = [len(re.findall(r"src='data:image/png;base64,", c)) for c in cases]
+    assert len(cases) == 3 and set(drawn) <= {2, 3} and 3 in drawn  # map, histogram, and a 2-D or 3-D one's plane
 
 
 def _chromium(*args, timeout=90):
@@ -63,7 +66,7 @@ def test_rendered_in_headless_chromium_and_sorted_by_its_script(report, tmp_path
     body = dom.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr class=\"(\w+)\">(.*?)</tr>", body)
     assert len(rows) == 9
-    ratios = [float(re.findall(r"<td(?: data-v=\"([^\"]*)\")?>", cells)[11]) for _, cells in rows]
+    ratios = [float(re.findall(r"<td(?: class=\"n\")?(?: data-v=\"([^\"]*)\")?>", cells)[11]) for _, cells in rows]
     assert ratios == sorted(ratios, reverse=True)  # the page's script sorted by err/bound, largest first
     assert rows[0][0] == "failed"  # so the planted bug leads
     assert "Failed and worst cases" in dom
@@ -85,7 +88,7 @@ def test_an_exact_bound_failure_is_pictured_where_the_outputs_differ(tmp_path):
     rec = read_records(out)[0]
     assert rec["bound"] == "exact"
     pictures, remark = error_pictures(rec)
-    assert len(pictures) == 2 and "failed" in remark
+    assert len(pictures) == 3 and "failed" in remark
 
 
 def test_the_versions_line_reads_as_text_and_the_table_wraps(report):
@@ -95,5 +98,34 @@ def test_the_versions_line_reads_as_text_and_the_table_wraps(report):
     text = page.read_text()
     line = re.search(r"<p>versions: ([^<]*)</p>", text).group(1)
     assert line.startswith("convcheck ") and "{" not in line and "torch " in line
-    assert "overflow-wrap:anywhere" in text  # long descriptors and messages wrap inside the page's width
+    assert "overflow-wrap:break-word" in text  # long descriptors and messages wrap inside the page's width
+    assert "td.n{white-space:nowrap}" in text  # numbers and counts never break inside themselves
+    assert re.search(r"<td class='n'>\d+/\d+</td>", text)  # outside/total, one token
     assert _versions_line({"torch": "2.13.0", "gpu": {"name": "H200"}}) == "torch 2.13.0 · gpu name H200"
+
+
+def test_the_worst_output_s_map_is_its_own_plane():
+    """The H x W map of the worst output's image and channel: a shifted column shows as a column."""
+    import numpy as np
+
+    from convcheck.output.report import _worst_map
+
+    values = np.zeros((2, 3, 5, 7))
+    values[1, 2, :, 6] = 4.0  # the last column of image 1, channel 2
+    values[1, 2, 3, 6] = 9.0
+    where, plane = _worst_map(values, "fprop")
+    assert where == "image 1, channel 2" and plane.shape == (5, 7) and (plane[:, 6] > 0).all() and plane[:, :6].max() == 0
+    assert _worst_map(np.zeros((4, 2, 3, 3)), "wgrad")[0] == "output channel 0, input channel 0"
+    assert _worst_map(np.ones((1, 1, 2, 3, 4)), "fprop")[0] == "image 0, channel 0, depth 0"
+    assert _worst_map(np.ones((2, 3, 9)), "fprop") is None  # 1-D: no plane
+
+
+def test_the_report_says_what_it_re_runs_on_a_terminal(report, monkeypatch, capsys):
+    import sys
+
+    from convcheck.output.report import write_report
+
+    d, _ = report
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    write_report(d / "sweep.jsonl", d / "told.html", pictures=3)
+    assert "report: re-running #9 for its pictures (1 of 1)" in capsys.readouterr().err

@@ -145,5 +145,8 @@ def test_diff_pairs_two_runtimes_on_the_same_problems_across_the_backend(tmp_pat
     done = run_cli("diff", str(files["jax"]), str(files["onnxruntime"]), "--across", "backend", "--json")
     paired = json.loads(done.stdout)
     assert done.returncode == 0 and paired["common"] == 3 and not paired["flips"] and not paired["only_a"]
+    assert paired["paired"] == {"backend": [["jax"], ["onnxruntime"]]}
+    said = run_cli("diff", str(files["jax"]), str(files["onnxruntime"]), "--across", "backend").stdout
+    assert "paired across backend: jax in A with onnxruntime in B (records matched on the rest)" in said
     wrong = run_cli("diff", str(files["jax"]), str(files["onnxruntime"]), "--across", "problem")
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "expected one or more of backend" in wrong.stderr

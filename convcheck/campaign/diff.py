@@ -28,6 +28,7 @@ class SweepDiff:
     versions_a: dict = field(default_factory=dict)
     versions_b: dict = field(default_factory=dict)
     differs: dict = field(default_factory=dict)  # key field -> (values in A, values in B)
+    paired: dict = field(default_factory=dict)  # an --across field -> (values in A, values in B): what was paired
 
     @property
     def exit_code(self) -> int:
@@ -36,7 +37,7 @@ class SweepDiff:
     def as_dict(self) -> dict:
         return {"flips": self.flips, "moved": self.moved, "only_a": self.only_a, "only_b": self.only_b,
                 "common": self.common, "versions_a": self.versions_a, "versions_b": self.versions_b,
-                "differs": self.differs}
+                "differs": self.differs, "paired": self.paired}
 
 
 def _versions(records: list[dict]) -> dict:
@@ -62,7 +63,8 @@ def diff_records(a: list[dict], b: list[dict], factor: float = 10.0, across: tup
 
     ka = {pair_key(r): r for r in a}
     kb = {pair_key(r): r for r in b}
-    d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b))
+    d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b),
+                  paired={f: (_values(a, f), _values(b, f)) for f in across})
     for key, ra in ka.items():
         rb = kb.get(key)
         if rb is None:
@@ -108,6 +110,8 @@ def format_diff(d: SweepDiff, name_a: str, name_b: str, factor: float) -> str:
             va, vb = d.versions_a.get(k), d.versions_b.get(k)
             lines.append(f"{k:<{width}}  {va} / {vb}{'' if va == vb else '   <- differs'}")
         lines.append("")
+    for f, (va, vb) in d.paired.items():
+        lines.append(f"paired across {f}: {', '.join(va)} in A with {', '.join(vb)} in B (records matched on the rest)")
     for f, (va, vb) in d.differs.items():
         lines.append(f"the sweeps differ in {f}: {', '.join(va)} / {', '.join(vb)} (part of what matches records)")
     lines.append(f"{d.common} problems in both, {len(d.only_a)} only in A, {len(d.only_b)} only in B")

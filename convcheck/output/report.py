@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;font-size:13px;max-width:100%}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
-td{overflow-wrap:anywhere;max-width:26em}
+td{overflow-wrap:break-word;max-width:26em}td.n{white-space:nowrap}
 th{background:#eee;cursor:pointer;user-select:none}
 tr.failed,tr.crashed,tr.timeout,tr.error{background:#fdd}tr.mistrusted{background:#ffd}tr.unsupported{background:#eef}
 .counts span{margin-right:1.2em}.case{margin:1.5em 0;padding-top:.5em;border-top:1px solid #ccc}
@@ -142,7 +143,32 @@ def _draw(rec: dict, problem, ratio, diff) -> list[str]:
     ax.set_ylabel("elements")
     pictures.append(_png(fig))
     plt.close(fig)
+    worst = _worst_map(np.nan_to_num(diff if exact else ratio, nan=np.inf), problem.direction)
+    if worst is not None:
+        where, plane = worst
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        shown = np.log10(np.clip(np.nan_to_num(plane, posinf=1e6), floor, None))
+        im = ax.imshow(shown, interpolation="nearest", cmap="magma", origin="upper")
+        ax.set_xlabel("width (last axis)")
+        ax.set_ylabel("height")
+        ax.set_title(f"the worst output's map: {where}, "
+                     + ("log10 |ours - reference|" if exact else "log10(error / bound)"), fontsize=9)
+        fig.colorbar(im, ax=ax)
+        pictures.append(_png(fig))
+        plt.close(fig)
     return pictures
+
+
+def _worst_map(values: np.ndarray, direction: str):
+    """(where, the H x W plane) holding the largest of ``values`` (a result: [N, C, *spatial], wgrad's
+    [K, C/g, *kernel]): its image and channel, and for 3-D its depth; None for a 1-D result (no plane).
+    A shifted column or an unwritten row shows at a glance here, where the flattened map smears it."""
+    if values.ndim < 4:
+        return None
+    lead = np.unravel_index(int(np.argmax(values)), values.shape)[:values.ndim - 2]
+    names = ("output channel", "input channel") if direction == "wgrad" else ("image", "channel")
+    where = ", ".join([f"{n} {int(i)}" for n, i in zip(names, lead)] + [f"depth {int(d)}" for d in lead[2:]])
+    return where, values[lead]
 
 
 def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray | None, str]:
@@ -167,8 +193,13 @@ def _cell(value, numeric: bool = False) -> str:
     if value is None:
         return "<td data-v=''>-</td>"
     if numeric:
-        return f"<td data-v='{float(value)!r}'>{float(value):.3g}</td>"
+        return f"<td class='n' data-v='{float(value)!r}'>{float(value):.3g}</td>"
     return f"<td>{html.escape(str(value))}</td>"
+
+
+def _cell_whole(value) -> str:
+    """A cell whose text is one token ("6422507/6422528"): never wrapped inside it."""
+    return "<td data-v=''>-</td>" if value is None else f"<td class='n'>{html.escape(str(value))}</td>"
 
 
 #: The versions the report's head names, in this order, as "name value".
@@ -215,15 +246,19 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
                 _cell(_status_text(r)), _cell(record_label(r)), _cell(r.get("dtype")), _cell(r.get("layout")),
                 _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
-                _cell(r.get("bound_ratio"), True), _cell(outside), _cell(r.get("time_s"), True),
+                _cell(r.get("bound_ratio"), True), _cell_whole(outside), _cell(r.get("time_s"), True),
                 _cell(cause_of(r) if r.get("status") == "failed" else None),
                 _cell(r.get("message") or None)]) + "</tr>")  # the whole reason
     ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
     cases = []
     drawn = [i for i in ranked if (of(records[i].get("status")) or Status.ERROR).checked
              and (passing or records[i].get("status") != "passed")]
-    for i in drawn[:pictures]:
+    tell = sys.stderr.isatty()
+    for k, i in enumerate(drawn[:pictures]):
         r = records[i]
+        if tell:
+            print(f"report: re-running #{i + 1} for its pictures ({k + 1} of {min(pictures, len(drawn))})",
+                  file=sys.stderr, flush=True)
         try:
             pngs, remark = error_pictures(r, trust)
         except Exception as e:  # a record that cannot be re-run here (e.g. cuDNN without a GPU)
