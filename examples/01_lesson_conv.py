@@ -14,7 +14,8 @@ is one script:
   8. print the evidence
 
 Run: python examples/01_lesson_conv.py
-Without a GPU it stops after step 4, says why, and exits 0.
+Without a GPU it stops after step 4: it prints what steps 5-8 would do, says in one line why they
+cannot run here, and exits 3.
 """
 
 import sys
@@ -31,6 +32,7 @@ from convcheck.check.backends import frontend_compat as fc
 from convcheck.numerics.bound import LessonBound
 from convcheck.check.compare import compare
 from convcheck.check.fill import make_inputs
+from examples._no_gpu import stop_here
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -53,8 +55,7 @@ def main() -> int:
     try:
         cudnn = fc.import_frontend()
     except ImportError as e:
-        print(f"cannot show the graph: {e}")
-        return 0
+        return stop_here("the graph and its execution", str(e))
     x_host = layout.allocate(np, problem.x_shape, np.float32)
     w_host = layout.allocate(np, problem.w_shape, np.float32)
     y_host = layout.allocate(np, problem.y_shape, np.float32)
@@ -71,15 +72,13 @@ def main() -> int:
     # The output is "virtual" until we say it is a real buffer, with its dims and strides.
     Y.set_output(True).set_dim(list(y_host.shape)).set_stride(layout.element_strides(y_host)).set_data_type(cudnn.data_type.FLOAT)
 
-    # 4. Print it, as the frontend does (JSON).
+    # 4. Print it: what the graph holds, read from the frontend's own JSON (print(graph) shows all of it).
     print(f"cudnn-frontend {fc.frontend_version(cudnn)}, cuDNN backend {fc.backend_version(cudnn)}")
-    print(fc.graph_text(graph))
+    print(fc.describe_graph(graph))
 
     reason = backends.unavailable_reason("cudnn", "cuda")
     if reason:
-        print(f"\nstopping before execution: {reason}")
-        print("on a machine with a GPU this script goes on to execute the graph and compare it with torch.")
-        return 0
+        return stop_here("steps 5-8 (execute on the GPU, hand to torch, compare)", reason, problem)
 
     # 5-6. On the GPU. convcheck's backend does exactly the steps below; read
     #      convcheck/backends/cudnn_graph.py::run for every line:

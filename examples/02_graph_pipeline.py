@@ -12,7 +12,8 @@ prints what each produced:
   build_plan_at_index compile/finalise one plan
   execute_plan_at_index  run it with device pointers and a workspace
 
-Run: python examples/02_graph_pipeline.py   (without a GPU it stops after the first stage)
+Run: python examples/02_graph_pipeline.py   (without a GPU it stops after the first stage, says what the
+others would do, and exits 3)
 """
 
 import sys
@@ -24,6 +25,7 @@ from convcheck.check import backends
 from convcheck import parse_descriptor
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 from convcheck.base.errors import Unsupported
+from examples._no_gpu import stop_here
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -35,15 +37,13 @@ def main() -> int:
     try:
         cudnn = fc.import_frontend()
     except ImportError as e:
-        print(e)
-        return 0
+        return stop_here("the graph's stages", str(e))
     # Stage 1: describe. Every tensor gets logical dims (N, C, H, W) and strides.
     built = cudnn_graph.graph_for(problem)
-    print("stage 1, the graph as described:\n" + fc.graph_text(built.graph))
+    print("stage 1, the graph as described:\n" + fc.describe_graph(built.graph))
     reason = backends.unavailable_reason("cudnn", "cuda")
     if reason:
-        print(f"stages 2-7 need a GPU: {reason}")
-        return 0
+        return stop_here("stages 2-7", reason, problem)
 
     import torch
 

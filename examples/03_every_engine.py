@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from convcheck.check import backends
 from convcheck import parse_descriptor
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
+from examples._no_gpu import stop_here
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -28,13 +29,13 @@ def main() -> int:
     try:
         fc.import_frontend()
     except ImportError as e:
-        print(e)
-        return 0
-    print(fc.graph_text(cudnn_graph.graph_for(problem).graph))
+        return stop_here("listing and running the engines", str(e))
+    print(fc.describe_graph(cudnn_graph.graph_for(problem).graph))
     reason = backends.unavailable_reason("cudnn", "cuda")
     if reason:
-        print(f"listing and running engines needs a GPU: {reason}")
-        return 0
+        print("\non a GPU, each plan the heuristics offer is built, run 3 times (bit for bit alike?), timed 5 times "
+              "and judged by the bound its numerical notes call for (TF32, Winograd, FFT, a reduced-precision sum)")
+        return stop_here("listing and running the engines", reason, problem)
     from convcheck.check.engines import check_engines, format_table
 
     results, context = check_engines(problem, repeat=3, timing_runs=5)  # one CheckResult per plan

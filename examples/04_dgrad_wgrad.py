@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from convcheck.check import backends
 from convcheck import parse_descriptor, run_check
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
+from examples._no_gpu import stop_here
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -36,7 +37,7 @@ def main() -> int:
         print(f"\n{direction}: result {list(p.result_shape)}, accumulation depth {p.accumulation_depth}")
         try:
             fc.import_frontend()
-            print(fc.graph_text(cudnn_graph.graph_for(p).graph))
+            print(fc.describe_graph(cudnn_graph.graph_for(p).graph))
         except ImportError as e:
             print(e)
         # With a GPU: cuDNN vs torch on the GPU. Without: torch on the CPU vs the float64 reference.
@@ -46,8 +47,8 @@ def main() -> int:
         else:
             print(f"checked {r.plan.backend} vs {r.plan.reference}: {r.status}, largest error/allowed {r.comparison.max_ratio:.3g}")
         status = max(status, r.exit_code)
-    if cpu_only:
-        print(f"\n(cuDNN not used: {cpu_only})")
+    if cpu_only and status == 0:
+        return stop_here("cuDNN's dgrad and wgrad (torch on the CPU was checked instead)", cpu_only)
     return status
 
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from convcheck.check import backends
 from convcheck import parse_descriptor, run_check
 from convcheck.check.backends import cudnn_graph, frontend_compat as fc
+from examples._no_gpu import stop_here
 
 
 #: The problems this example's graphs compute (tests/test_frontend_releases.py builds each on every frontend release).
@@ -32,7 +33,7 @@ def main() -> int:
             fc.import_frontend()
             s = fc.graph_summary(cudnn_graph.graph_for(p).graph)
             print(f"  X dims {s['tensors']['X']['dim']} strides {s['tensors']['X']['stride']}")
-            print(fc.graph_text(cudnn_graph.graph_for(p).graph))
+            print(fc.describe_graph(cudnn_graph.graph_for(p).graph))
         except ImportError as e:
             print(e)
         r = run_check(p, backend="cudnn" if gpu else "torch", device=None if gpu else "cpu")
@@ -40,6 +41,9 @@ def main() -> int:
         bug = run_check(p, backend="cudnn" if gpu else "torch", device=None if gpu else "cpu", plant="nhwc-as-nchw")
         print(f"  the same with NHWC memory read as NCHW (planted): {bug.status}")
         status |= r.status != "passed" or bug.status != "failed"
+    if not gpu and status == 0:
+        return stop_here("cuDNN in both layouts (torch on the CPU was checked instead)",
+                         backends.unavailable_reason("cudnn", "cuda"))
     return status
 
 

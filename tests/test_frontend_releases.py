@@ -46,10 +46,12 @@ from convcheck.check.backends import cudnn_graph, frontend_compat as fc
 from convcheck.problem.descriptor import parse_descriptor
 
 kinds = json.loads(sys.argv[1]) if len(sys.argv) > 1 else KINDS
-out = {"version": cudnn.__version__, "graphs": {}}
+out = {"version": cudnn.__version__, "graphs": {}, "described": {}}
 for name, (descriptor, fields) in kinds.items():
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    out["graphs"][name] = fc.graph_summary(cudnn_graph.graph_for(parse_descriptor(descriptor, **fields)).graph)
+    graph = cudnn_graph.graph_for(parse_descriptor(descriptor, **fields)).graph
+    out["graphs"][name] = fc.graph_summary(graph)
+    out["described"][name] = fc.describe_graph(graph)
 for path in sorted(Path("examples").glob("0*.py")):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     example = importlib.util.module_from_spec(spec)
@@ -97,6 +99,8 @@ def test_a_release_builds_the_same_graphs_as_the_newest(release, newest):
     got = run_on_frontend(folder, _code())
     assert got["version"] == release
     assert sorted(got["graphs"]) == sorted(newest["graphs"])
+    for name, text in got["described"].items():  # the examples' readable graph, on every release
+        assert text.startswith("tensor ") and "CONV_" in text and "None" not in text, (release, name, text)
     for name, summary in got["graphs"].items():
         assert _graph(summary) == _graph(newest["graphs"][name]), (release, name, summary, newest["graphs"][name])
 

@@ -99,7 +99,9 @@ FULL = [
 #: The pages whose commands are walked (the measurement pages name benchmark runs of hours instead).
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 #: Examples on the light install (README "Examples"): 08, 11 and 12 are pytest files, 10 needs the frontend.
-EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3, "12_winograd_kernel.py": 3}
+EXAMPLES = {"08_assert_in_pytest.py": 3, "10_repro_lesson.py": 3, "11_your_conv_function.py": 3, "12_winograd_kernel.py": 3,
+            **{name: 3 for name in ("01_lesson_conv.py", "02_graph_pipeline.py", "03_every_engine.py", "04_dgrad_wgrad.py",
+                                    "05_fused_conv_bias_relu.py", "06_nhwc_vs_nchw.py", "07_tf32_vs_fp32.py")}}
 
 
 @pytest.fixture(scope="module")

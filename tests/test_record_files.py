@@ -17,6 +17,7 @@ from convcheck.campaign.records import read_records
 from convcheck.campaign.schema import FIELDS, INNER, record_json, validated
 from convcheck.base.errors import BadInput
 from convcheck.cli.main import main
+from tests.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +212,13 @@ def test_in_the_users_own_process_a_keyboard_interrupt_is_a_stop():
 
     with pytest.raises(KeyboardInterrupt):
         check_conv_function(stop, ["mb1ic2ih5oc2oh5kh3ph1"])
+
+
+def test_a_field_named_with_a_control_character_is_still_one_line(tmp_path):
+    """Hypothesis found it: a nested field named "\\r" holding an integer out of range split the error in two."""
+    rec = {"problem": "mb1ic1ih3oc1oh3kh1", "status": "passed", "accumulation_depth": {"\r": 2 ** 63}}
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    done = run_cli("repro", str(path), "--index", "1", "-o", str(tmp_path / "s.py"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "\\x0d" in done.stderr and "is out of range" in done.stderr

@@ -157,13 +157,19 @@ def test_parallel_sweeps_write_the_same_records(tmp_path, how):
         assert a[k]["status"] == b[k]["status"] and a[k]["max_abs_diff"] == b[k]["max_abs_diff"]
 
 
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+
+
 def _workers_of(pid: int) -> list[int]:
-    """The supervised worker processes of the convcheck process ``pid``."""
+    """The supervised worker processes of the convcheck process ``pid``: the workers proper, each the one
+    child of the process that stands between it and the supervisor (what the OOM killer would pick: the
+    one that holds the memory)."""
     found = []
-    for child in open(f"/proc/{pid}/task/{pid}/children").read().split():
+    for child in _children(pid):
         cmdline = open(f"/proc/{child}/cmdline", "rb").read().split(b"\0")
         if b"convcheck.campaign.workers" in cmdline:
-            found.append(int(child))
+            found.extend(_children(child))
     return found
 
 

@@ -134,6 +134,12 @@ def shown(text) -> str:
     return "".join(c if safe(c) else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
 
 
+def one_line(text) -> str:
+    """``text`` as one line of a terminal: :func:`shown`, with its newlines written ``\\n`` (an error
+    quoting a record's field or a file's text is still the one line a user reads, and a test splits)."""
+    return shown(text).replace("\n", "\\n")
+
+
 def text_lines(path, option: str | None, expected: str) -> list[str]:
     """The lines of a text file the user named, or BadInput naming it (and the ``option``
     that named it); ``expected`` is what it should hold."""

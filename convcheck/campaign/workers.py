@@ -639,7 +639,10 @@ def _stand_between(supervisor: int, fd: int) -> int:
         except InterruptedError:
             continue
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        try:
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset: their default is theirs
+            pass
         os.kill(between, os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..base.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, WRITE_FAILURES, BadInput, ConvCheckError,
-                           writable_file, writing)
+                           one_line, writable_file, writing)
 from ..numerics.bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from ..check.pipeline import STORED_REFERENCES
 from ..check.engines import ENGINE_REFERENCES
@@ -819,7 +819,7 @@ def main(argv=None) -> int:
         return COMMANDS[args.command](args)
     except ConvCheckError as e:
         flag = f"--{e.option.replace('_', '-')}: " if getattr(e, "option", None) else ""
-        print(f"convcheck: error: {flag}{e}", file=sys.stderr)
+        print(f"convcheck: error: {flag}{one_line(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("convcheck: interrupted", file=sys.stderr)
@@ -835,7 +835,7 @@ def main(argv=None) -> int:
             return EXIT_BAD_INPUT
         if e.filename is None:
             return _internal(e)
-        print(f"convcheck: error: {e.filename}: {e.strerror or e}", file=sys.stderr)  # a path the user gave
+        print(f"convcheck: error: {one_line(f'{e.filename}: {e.strerror or e}')}", file=sys.stderr)  # a path the user gave
         return EXIT_BAD_INPUT
     except Exception as e:  # a bug: say so in one line, keep the traceback available
         return _internal(e)

@@ -243,11 +243,29 @@ def graph_for(problem: ConvProblem) -> ConvGraph:
     return build_graph(cudnn, problem, host_descriptors(problem))
 
 
+def gpu_steps(problem: ConvProblem) -> str:
+    """What a GPU would do with ``problem``'s graph, step by step, as :func:`prepare` and :func:`build_plan`
+    do it (what a learner on a machine without a GPU reads instead of the steps' output)."""
+    notes = ("deselect_numeric_notes([TENSOR_CORE, DOWN_CONVERT_INPUTS]): drop the plans that would round fp32 "
+             "inputs to TF32" if problem.dtype == "fp32" else
+             "select_numeric_notes([TENSOR_CORE]): keep the TF32 plans" if problem.dtype == "tf32" else
+             f"(no numerical-note filter: {problem.dtype} plans as the heuristics rank them)")
+    return "\n".join([
+        "validate(): the graph is legal (shapes, types, padding agree); else cudnnGraphNotSupportedError or a status",
+        "build_operation_graph(): lowered to cuDNN's backend descriptors",
+        f"create_execution_plans([{', '.join(HEURISTICS)}]): the heuristics rank the engines that can run it",
+        notes,
+        "check_support(): at least one plan runs on this GPU, else cuDNN declines the graph (convcheck: unsupported)",
+        "build_plan_at_index(i): the first plan that builds is kept (one that fails to build is skipped)",
+        "execute(variant pack {uid: device pointer}, workspace): the result lands in the output buffer, handed "
+        "to torch by DLPack (no copy)"])
+
+
 def graph_text_or_why(problem: ConvProblem) -> str:
-    """The problem's graph as the frontend prints it (JSON), or one line saying why it cannot be
-    shown here (no frontend): what the examples print, with or without cuDNN."""
+    """The problem's graph in a few readable lines (:func:`convcheck.check.backends.frontend_compat.describe_graph`),
+    or one line saying why it cannot be shown here (no frontend): what the examples print, with or without cuDNN."""
     try:
-        return fc.graph_text(graph_for(problem).graph)
+        return fc.describe_graph(graph_for(problem).graph)
     except Exception as e:
         return f"(cuDNN graph not shown: {type(e).__name__}: {e})"
 

@@ -130,6 +130,35 @@ def graph_text(graph) -> str:
     return str(graph)
 
 
+def describe_graph(graph) -> str:
+    """The graph in a few readable lines: each tensor with its dims, strides and type (a real buffer or a
+    virtual one), then each operation with its inputs, outputs and attributes. The same facts as the
+    frontend's JSON (``print(graph)``), read from it."""
+    summary = graph_summary(graph)
+    whole = json.loads(graph_text(graph))
+    raw, raw_nodes = whole.get("tensors", {}), whole.get("nodes", [])
+    lines = []
+    for name, t in summary["tensors"].items():
+        virtual = next((v.get("is_virtual") for k, v in raw.items() if v.get("name", k) == name), False)
+        dims = f"dims {t['dim']}  strides {t['stride']}" if t["dim"] else "dims and strides inferred at validate()"
+        kind = t["data_type"] if t["data_type"] not in ("None", "NOT_SET") else "type from the graph's compute type"
+        lines.append(f"tensor {name:<16} {dims}  {kind}" + ("  (virtual: no buffer)" if virtual else ""))
+    for n in summary["nodes"]:
+        ins = ", ".join(f"{k} {v}" for k, v in n["inputs"].items())
+        outs = ", ".join(f"{k} {v}" for k, v in n["outputs"].items())
+        attrs = [f"{k.replace('_', ' ')} {n[k]}" for k in ("pre_padding", "post_padding", "stride", "dilation") if n[k]]
+        mode = n["mode"] or next((str(p.get("mode")) for p in [_params(raw_nodes, n["name"])] if p.get("mode")), "")
+        lines.append(f"{n['type']} {n['name']}: {ins} -> {outs}" + (f"; {', '.join(attrs)}" if attrs else "")
+                     + (f", {mode}" if mode else ""))
+    return "\n".join(lines)
+
+
+def _params(nodes: list, name: str) -> dict:
+    node = next((n for n in nodes if n.get("name") == name), {})
+    params = node.get("params", node)  # 1.27+: under "params"; 1.23: at the top level
+    return params if isinstance(params, dict) else {}
+
+
 def graph_summary(graph) -> dict:
     """The frontend's JSON, reduced to a version-independent form for tests and evidence:
     ``{"tensors": {name: {"dim", "stride", "data_type"}}, "nodes": [{"name", "type",
