@@ -96,6 +96,13 @@ FULL = [
     "python -m pytest examples/11_your_conv_function.py -q",
     "python -m pytest examples/12_winograd_kernel.py -q",
 ]
+#: docs/install.md's wheel: tests/test_install.py builds it with the first command and installs it apart from
+#: the checkout (pip's --target, no index: the CPU and cu12 lines differ only in where torch and cuDNN come from).
+WHEEL = [
+    "python -m pip wheel --no-deps . -w dist",
+    "python -m pip install dist/convcheck-0.1.0-py3-none-any.whl --extra-index-url https://download.pytorch.org/whl/cpu",
+    'python -m pip install "dist/convcheck-0.1.0-py3-none-any.whl[cu12]"',
+]
 #: The pages whose commands are walked (the measurement pages name benchmark runs of hours instead).
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 #: Examples on the light install (README "Examples"): 08, 11 and 12 are pytest files, 10 needs the frontend.
@@ -138,7 +145,7 @@ def test_every_documented_command_is_in_this_walk():
     documented = {" ".join(line.split("#")[0].split()) for page in PAGES
                   for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)
                   for line in block.replace("\\\n", " ").splitlines() if line.strip().startswith(("convcheck ", "python "))}
-    walked = {c for c, _ in COMMANDS} | set(FULL) | {f"python examples/{name}" for name in EXAMPLES_RUN}
+    walked = {c for c, _ in COMMANDS} | set(FULL) | set(WHEEL) | {f"python examples/{name}" for name in EXAMPLES_RUN}
     missing = {c for c in documented if not any(c.startswith(w) or w.startswith(c) for w in walked)
                and "old.jsonl" not in c}
     assert not missing, missing

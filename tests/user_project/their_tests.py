@@ -18,7 +18,7 @@ def test_conv2d(conv_check):
     conv_check({"fprop": conv2d, "dgrad": torch.nn.grad.conv2d_input})
 
 
-@pytest.mark.convcheck(LAYERS)
+@pytest.mark.convcheck(LAYERS[1:2])
 def test_conv2d_tf32(conv_check):
     conv_check(conv2d_tf32)
 
@@ -28,16 +28,15 @@ def test_conv2d_no_groups(conv_check):
     conv_check(conv2d_no_groups)
 
 
-@pytest.mark.convcheck("resnet_50", mb=1)
-def test_each_resnet_layer_called_by_hand(conv_problem):
+@pytest.mark.convcheck("alexnet", mb=1)
+def test_each_alexnet_layer_called_by_hand(conv_problem):
     x = torch.randn(conv_problem.x_shape)
     w = torch.randn(conv_problem.w_shape)
-    padding = conv_problem.pad_pre
-    assert_conv_close(conv2d(x, w, stride=conv_problem.stride, padding=padding), x, w, stride=conv_problem.stride,
-                      padding=padding)
+    args = {"stride": conv_problem.stride, "padding": conv_problem.pad_pre, "groups": conv_problem.groups}
+    assert_conv_close(conv2d(x, w, **args), x, w, **args)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(st.data())
 def test_any_data(data):
     problem = data.draw(conv_problems(dims=(2,), symmetric=True))
