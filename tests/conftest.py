@@ -56,6 +56,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _plans_resolved_afresh():
+    """Each test resolves its plans and reads the versions itself: one that stands in for a GPU (or takes a
+    backend away) must not meet what an earlier test resolved (convcheck keeps both per process)."""
+    from convcheck.check import environment, plan
+
+    plan.forget()
+    environment._installed.cache_clear()
+
+
+@pytest.fixture(autouse=True)
 def _gpu_test_limit(request):
     """``CONVCHECK_GPU_TEST_LIMIT=S``: a GPU test that runs past S seconds fails there, and the run goes on
     to the next (scripts/gpu_check.sh runs the GPU tests so, inside its own deadline)."""

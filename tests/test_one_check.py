@@ -50,6 +50,9 @@ def test_the_registry_is_asked_once_per_implementation_per_check(registry_asks, 
     assert r.status == "passed", r.message
     assert dict(registry_asks) == {backend: 1, reference: 1}
     assert [type(i) for i in concluded] == [Backend] and concluded[0].name == backend
+    again = pipeline.run_check(parse_descriptor(P), backend=backend, reference=reference, device="cpu", seed=1)
+    assert again.status == "passed" and dict(registry_asks) == {backend: 1, reference: 1}  # a later check: not again
+    assert again.plan.notes == r.plan.notes and again.plan.notes is not r.plan.notes  # its own notes
 
 
 def test_your_function_is_asked_for_once(registry_asks, tmp_path):
@@ -60,6 +63,8 @@ def test_your_function_is_asked_for_once(registry_asks, tmp_path):
     r = pipeline.run_check(parse_descriptor(P), backend=f"{source}:conv", device="cpu")
     assert r.status == "passed", r.message
     assert dict(registry_asks) == {f"{source}:conv": 1, "numpy": 1}
+    pipeline.run_check(parse_descriptor(P), backend=f"{source}:conv", device="cpu")  # your file: read again each check
+    assert dict(registry_asks) == {f"{source}:conv": 2, "numpy": 2}
 
 
 def test_an_answer_handed_to_an_assert_goes_through_the_one_check(concluded):

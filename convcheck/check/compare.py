@@ -321,7 +321,7 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
     stats, kernel = summarize(a, b, bound.name, args, host=b.device.type == "cpu")
     vals = stats.tolist()  # the one device->host transfer of the verdict
     outside, flat_worst, ref_abs_max = int(vals[_OUTSIDE]), int(vals[_WORST]), float(vals[_REF_MAX])
-    summary = bound.summary(ref_abs_max)
+    summary, derivation = bound.summary(ref_abs_max), bound.derivation()
 
     mismatches: list[Mismatch] = []
     if outside:  # rare: a failure; its indices come from the elementwise pass (the same code)
@@ -343,7 +343,7 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
         atol=summary.get("atol"),
         ref_abs_max=ref_abs_max,
         bound=bound.name,
-        derivation=bound.derivation(),
+        derivation=derivation,
         device=device,
         mismatches=mismatches,
         ref_zero_fraction=float(vals[_ZEROS]) / b.numel(),

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from ..base import stages
 from .judging import for_check, make_bound
-from .pipeline import CheckResult, StageClock, conclude, device_scope, draw_inputs, run_reference
+from .fill import for_bound
+from .pipeline import CheckResult, StageClock, conclude, device_scope
 from .plan import resolve, shared_implementation
 from ..base.errors import Unsupported
 from ..problem.descriptor import ConvProblem
@@ -103,7 +104,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
     with device_scope(plan):
         clock = StageClock(plan)  # CUDA events on the check's stream: the reference's GPU time is the reference's
         stages.enter("fill")
-        inputs = draw_inputs(problem, plan, seed, asked.name)
+        inputs = for_bound(problem, seed, asked.name, plan.backend_device)
         clock.mark("fill")
         prep = cudnn_graph.prepared(problem, heuristics, math_filter=False)
         cudnn_graph.load(prep, inputs)
@@ -113,7 +114,7 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             raise Unsupported("cudnn", f"no plan {engine!r} among: {', '.join(names)}")
         clock.mark("graph")
         stages.enter("reference")
-        ref, ref_info = run_reference(plan, problem, inputs)
+        ref, ref_info = plan.reference_impl.run(problem, inputs)
         note = shared_implementation(plan)  # torch's libcudnn is mapped once its convolution has run
         if note and note not in plan.notes:
             plan.notes.append(note)
@@ -169,9 +170,9 @@ def tf32_judged_both_ways(problem: ConvProblem, seed: int = 0):
     cudnn_graph.require_capability(problem.with_(dtype="tf32"))
     plan = resolve("cudnn", cudnn_graph.default_reference, "cuda", require=True)
     with device_scope(plan):
-        inputs = draw_inputs(problem, plan, seed, "elementwise")
+        inputs = for_bound(problem, seed, "elementwise", plan.backend_device)
         y, info = cudnn_graph.run(problem.with_(dtype="tf32"), inputs, "cuda")
-        ref, _ = run_reference(plan, problem, inputs)
+        ref, _ = plan.reference_impl.run(problem, inputs)
         as_fp32_bound = make_bound("elementwise", problem, (plan.under_test, plan.reference_impl))
         a = as_fp32_bound.magnitudes(problem, inputs, "cuda")
         as_fp32 = compare(y, ref, as_fp32_bound, a)

@@ -191,20 +191,30 @@ def _cupy() -> dict:
     }
 
 
-def versions(full: bool = False, implementation=None) -> dict:
-    """Versions that matter to a result. ``full`` adds the TF32 switches and package list.
-    ``implementation``: the backend under test where it names a version of its own (your function:
-    its file's hash, so that a changed function is another version)."""
+@functools.lru_cache(maxsize=1)
+def _installed() -> dict:
+    """The versions of what is installed and the machine's facts: read once per process (every record
+    names them; ``_installed.cache_clear()`` reads them again)."""
     info = {
         "convcheck": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "numpy": _try(lambda: __import__("numpy").__version__),
     }
-    info.update(_torch(full))
+    info.update(_torch(False))
     info.update(cpu_facts())
     info.update(_frontend())
     info.update(_cupy())
+    return info
+
+
+def versions(full: bool = False, implementation=None) -> dict:
+    """Versions that matter to a result. ``full`` adds the TF32 switches and package list.
+    ``implementation``: the backend under test where it names a version of its own (your function:
+    its file's hash, so that a changed function is another version)."""
+    info = dict(_installed())
+    if full:
+        info.update(_torch(full))
     info["libcudnn_loaded"] = loaded_libcudnn() or ["none"]
     own = getattr(implementation, "own_versions", None)
     if own is not None:

@@ -46,6 +46,13 @@ def exact_digits(dtype: str) -> int:
     return min(out, 24)
 
 
+def for_bound(problem: ConvProblem, seed: int, bound_name: str, device: str = "cpu") -> ConvInputs:
+    """A check's own inputs for ``seed``, put on ``device`` (where the implementation under test runs: on a GPU
+    one upload; a host-only reference reads the host copy's bits): the exact fill where the exact bound
+    judges, else the random one."""
+    return make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random", device=device)
+
+
 def make_inputs(problem: ConvProblem, seed: int = 0, kind: str = "random", device: str = "cpu") -> ConvInputs:
     """The problem's inputs for ``seed``: drawn on the host from NumPy's PCG64, the same values on every
     machine, then put where the check runs (``device="cuda"``: torch tensors on the GPU, one upload).

@@ -53,6 +53,10 @@ class Backend(Implementation):
         self.user_function = isinstance(module, UserFunction)
         self.declares = self.user_function
         self.float64 = not self.user_function and bool(getattr(module, "float64", False))
+        if self.float64:  # how a float64 reference computes, said once
+            from ..numerics.rounding import FLOAT64
+
+            self._float64 = replace(FLOAT64, path=f"{name} float64")
         self.ran = (None, None)  # (problem, what the run said it computed): a backend that says (torch's kernel)
 
     def run(self, problem, inputs, **options):
@@ -65,10 +69,10 @@ class Backend(Implementation):
         return answer, info
 
     def computes(self, problem, contract: str | None = None):
-        from ..numerics.rounding import FLOAT64, ONCE, by_contract
+        from ..numerics.rounding import ONCE, by_contract
 
         if self.float64:
-            return replace(FLOAT64, path=f"{self.name} float64")
+            return self._float64
         if self.user_function:  # convcheck cannot ask your function: its contract says what it may do
             return by_contract(problem, contract, "your function")
         if self.ran[0] is problem:  # what the run said
@@ -76,7 +80,8 @@ class Backend(Implementation):
         else:
             own = getattr(self.module, "computes", None)  # torch asks torch which kernel it runs
             said = own(problem, self.device) if own is not None else ONCE
-        return replace(said, stores_epilogue=bool(getattr(self.module, "stores_epilogue", False)))
+        stores = bool(getattr(self.module, "stores_epilogue", False))
+        return said if said.stores_epilogue == stores else replace(said, stores_epilogue=stores)
 
     def own_versions(self) -> dict:
         own = getattr(self.module, "own_versions", None)

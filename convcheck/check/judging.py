@@ -48,7 +48,9 @@ def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
     ``algorithm`` (what a record of it names, checked or not; :func:`declared` says whether it may be)."""
     from .winograd_plants import BUGS as FAST_PLANTS, algorithm as planted_algorithm
 
-    return parse_algorithm(planted_algorithm(plant) if plant in FAST_PLANTS else algorithm)
+    if plant in FAST_PLANTS:
+        return parse_algorithm(planted_algorithm(plant))
+    return parse_algorithm(algorithm) if algorithm not in (None, "direct") else None
 
 
 def declared(algorithm: str | None, backend, plant: str | None = None, bound: str | None = None,

@@ -22,7 +22,7 @@ from ..base.arrays import to_torch
 from ..base.errors import BadInput, ConvCheckError, Unsupported
 from ..base.status import Status
 from ..base.inputs import ConvInputs
-from .fill import make_inputs
+from .fill import for_bound
 from ..problem.descriptor import ConvProblem
 from .verdict import status_of
 from .memory import out_of_memory, out_of_memory_message
@@ -235,31 +235,6 @@ def nonstructural_zero_fraction(problem: ConvProblem, ref, device: str) -> float
 # magnitudes once and the run under test and the verdict once per cuDNN plan.
 
 
-def draw_inputs(problem: ConvProblem, plan: Plan, seed: int, bound_name: str, device: str | None = None) -> ConvInputs:
-    """Stage 1: the seeded inputs, drawn on the host (the same values on every machine and GPU) and put
-    where the implementation under test runs (``device``, default the plan's: on a GPU one upload; a
-    host-only reference reads the host copy's bits), in the exact fill when the exact bound judges."""
-    if device is None:
-        device = plan.backend_device
-    return make_inputs(problem, seed, kind="exact" if bound_name == "exact" else "random", device=device)
-
-
-def run_under_test(plan: Plan, spec, inputs: ConvInputs, options: dict):
-    """Stage 2: the implementation under test, or the planted bug in its place (:mod:`convcheck.check.plant`):
-    (output as a torch tensor, what it reported of the run)."""
-    planted = plants.apply(spec.plant, spec.problem, inputs)
-    if planted.compute is not None:
-        return to_torch(planted.compute(planted.problem, planted.inputs.host())), {"implementation": f"planted: {spec.plant}"}
-    ours, info = plan.under_test.run(planted.problem, planted.inputs, **options)
-    ours = to_torch(ours)
-    return (ours if planted.post is None else planted.post(ours)), info
-
-
-def run_reference(plan: Plan, problem: ConvProblem, inputs: ConvInputs):
-    """Stage 3: the reference's answer: (output, info)."""
-    return plan.reference_impl.run(problem, inputs)
-
-
 def compare_device(plan: Plan) -> str:
     """Where the magnitudes and the verdict are computed: next to the reference."""
     return "cpu" if plan.reference_device == "cpu" else "cuda"
@@ -384,16 +359,16 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
         with device_scope(plan):
             clock = StageClock(plan)
             stages.enter("fill")
-            if inputs is None:
-                inputs = draw_inputs(spec.problem, plan, spec.seed, asked.name, "cpu" if spec.plant else None)
+            if inputs is None:  # a plant changes the inputs on the host
+                inputs = for_bound(spec.problem, spec.seed, asked.name, "cpu" if spec.plant else plan.backend_device)
             result.seed, result.fill, result.density = inputs.seed, inputs.kind, inputs.density
             clock.mark("fill")
             stages.enter("execute")  # cuDNN says build and plan first (convcheck.check.backends.cudnn_graph)
-            ours, result.backend_info = run_under_test(plan, spec, inputs, options)
+            ours, result.backend_info = plants.run(spec.plant, plan.under_test, spec.problem, inputs, options)
             clock.mark("under_test")
             stages.enter("reference")
             if ref is None:
-                ref, result.reference_info = run_reference(plan, spec.problem, inputs)
+                ref, result.reference_info = plan.reference_impl.run(spec.problem, inputs)
             clock.mark("reference")
             conclude(result, spec, asked, ours, ref, inputs, clock, keep=keep_outputs)
     except Unsupported as e:
@@ -425,8 +400,9 @@ def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, cl
         result.engine_pinned = str(said.get("engine") or spec.engine)
     if said.get("bitwise_identical") is False and not result.plan_of_all:
         plan.notes.append(f"results differ between the {spec.repeat} runs of the same engine (not bitwise reproducible)")
+    where = compare_device(plan)
     stages.enter("compare")
-    chosen, where = after_run(asked, problem, plan, said), compare_device(plan)
+    chosen = after_run(asked, problem, plan, said)
     cached = magnitudes is not None and chosen.kind in magnitudes
     mags = magnitudes[chosen.kind] if cached else chosen.bound.magnitudes(problem, inputs, where, reference=ref)
     if not cached:

@@ -37,8 +37,34 @@ def _cuda_usable() -> bool:
         return False
 
 
+#: Plans already resolved in this process, by what was asked (backend, reference, device, require): a campaign
+#: of many checks asks the registry, and whether each side runs here, once. Your function is never kept
+#: here (its file is read again, and may have changed); nor is ``auto`` before a first answer.
+_RESOLVED: dict = {}
+
+
 def resolve(backend: str = "auto", reference: str | None = None, device: str | None = None,
             require: bool = False) -> Plan:
+    """:func:`_resolve`, once per question in a process for convcheck's own backends: a copy of the plan
+    (its notes its own), with the same implementation objects."""
+    from dataclasses import replace
+
+    key = (backend, reference, device, require)
+    kept = _RESOLVED.get(key)
+    if kept is None:
+        kept = _resolve(backend, reference, device, require)
+        if not backends.is_user_function(kept.backend):
+            _RESOLVED[key] = kept
+    return replace(kept, notes=list(kept.notes))
+
+
+def forget() -> None:
+    """Resolve every plan afresh from now on (a test that changes what this machine can run)."""
+    _RESOLVED.clear()
+
+
+def _resolve(backend: str = "auto", reference: str | None = None, device: str | None = None,
+             require: bool = False) -> Plan:
     """Decide backend/reference/devices. ``auto`` is cuDNN on the GPU against torch's float64
     convolution with cuDNN disabled (``torch64``: a reference that is not the library under
     test) where a usable GPU exists, else torch on the CPU vs the NumPy reference. The lesson's

@@ -223,6 +223,19 @@ def apply(bug: str | None, problem: ConvProblem, inputs: ConvInputs) -> Planted:
     raise BadInput(f"unknown planted bug {bug!r}; expected one of {', '.join(BUGS)}")
 
 
+def run(bug: str | None, implementation, problem: ConvProblem, inputs: ConvInputs, options: dict):
+    """The implementation under test run on ``problem``, or the planted ``bug`` in its place: (its output as a
+    torch tensor, what it reported of the run)."""
+    from ..base.arrays import to_torch
+
+    planted = apply(bug, problem, inputs)
+    if planted.compute is not None:
+        return to_torch(planted.compute(planted.problem, planted.inputs.host())), {"implementation": f"planted: {bug}"}
+    ours, info = implementation.run(planted.problem, planted.inputs, **options)
+    ours = to_torch(ours)
+    return (ours if planted.post is None else planted.post(ours)), info
+
+
 def effect(bug: str, problem: ConvProblem, inputs: ConvInputs) -> float:
     """How much ``bug`` changes the answer, in float64: max|planted - correct| / max|correct|.
 

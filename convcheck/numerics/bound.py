@@ -572,6 +572,9 @@ class ExactBound(ErrorBound):
                 "the same answer; only identical outputs pass")
 
 
+#: The exact bound has no numbers of its own: one serves every check.
+EXACT = ExactBound()
+
 #: cuDNN numerical notes of algorithms that transform the data, so never bit-exact.
 INEXACT_ALGORITHMS = {"WINOGRAD", "FFT", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13"}
 #: Fused operations under which an exact fill stays exact (bias is drawn on the same grid). relu is
@@ -618,13 +621,13 @@ def bound_between(name: str, problem, sides: tuple, p_false: float = DEFAULT_P_F
     is "given" for inputs convcheck did not draw (judged by the any-data bound)."""
     name = resolve(name, problem, data)
     n = problem.accumulation_depth
-    storage = dtypes.get(problem.dtype).storage
     if name == "lesson":
         return LessonBound(n, problem.dtype)
     if name == "elementwise":
+        storage = dtypes.get(problem.dtype).storage
         outputs = int(math.prod(problem.result_shape))
         built = tuple(side_for(label, problem.dtype, reduced_accumulation and k == 0, computes, problem)
                       for k, (label, computes) in enumerate(sides))
         return ElementwiseBound(n, outputs, built, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
                                 OVERFLOW_AT[storage], check_level(level))
-    return ExactBound()
+    return EXACT

@@ -6,6 +6,8 @@ as the lesson does: see :mod:`convcheck.base.math_mode`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import contextlib
 
 import numpy as np
@@ -131,9 +133,33 @@ def _why_slow(problem: ConvProblem) -> str:
     return "torch chose it for this shape"
 
 
+#: What torch said it computes, per (problem, device, the switches that choose its kernel): asked once.
+_COMPUTES: dict = {}
+
+
 def computes(problem: ConvProblem, device: str = "cpu"):
     """What torch computes for ``problem`` on ``device`` (:class:`convcheck.numerics.rounding.Computes`): the
-    kernel it will run and, for its slow kernels in fp16/bf16, the stages they store in the tensor type."""
+    kernel it will run and, for its slow kernels in fp16/bf16, the stages they store in the tensor type.
+    Asked of torch once per problem, device and kernel switches (oneDNN, NNPACK, cuDNN)."""
+    return _asked(problem, device)[0]
+
+
+def _asked(problem: ConvProblem, device: str) -> tuple:
+    """(:func:`computes`, and it as a record writes it), kept per problem, device and kernel switches."""
+    import torch
+
+    key = (problem, device, onednn_switched_off(), torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled(),
+           torch.backends.cudnn.enabled)
+    kept = _COMPUTES.get(key)
+    if kept is None:
+        if len(_COMPUTES) > 4096:
+            _COMPUTES.clear()
+        said = replace(_ask_torch(problem, device), stores_epilogue=stores_epilogue)
+        kept = _COMPUTES[key] = (said, said.as_dict(problem))
+    return kept
+
+
+def _ask_torch(problem: ConvProblem, device: str):
     from ...numerics.rounding import Computes, staging_for
 
     try:
@@ -172,17 +198,16 @@ def as_checked(problem: ConvProblem, inputs, device: str):
 
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
     """Returns (result torch tensor on ``device``, info dict)."""
-    storage = dtypes.torch_dtype(problem.dtype)
-    kernel = computes(problem, device)
+    kernel, described = _asked(problem, device)
     with torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope():
         x, w, dy, bias = as_checked(problem, inputs, device)
         y, how = compute(problem, x, w, dy, bias)
         info = {
             "implementation": how,
             "computes": kernel,  # what the bound models (convcheck.check.implementation.Backend keeps it)
-            "kernel": kernel.as_dict(problem),
+            "kernel": dict(described),
             "device": str(y.device),
-            "dtype": str(storage).replace("torch.", ""),
+            "dtype": str(y.dtype).replace("torch.", ""),
             "x_strides": list(x.stride()),
             "result_strides": list(y.stride()),
             "math": torch_tf32_state(),
