@@ -178,3 +178,24 @@ def test_an_example_on_the_light_install(light, name):
     done = _run(f"python examples/{name}", work, env)
     assert done.returncode == EXAMPLES.get(name, 0), (name, done.stdout[-2000:], done.stderr[-2000:])
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
+
+
+def test_the_readme_s_python_lines_pass_as_printed():
+    """Every Python block of the README, run as printed, with the names it leaves to the reader bound to
+    correct code: ``my_conv`` (torch's convolution, stride 2 and padding 1, as the line asks), ``my_conv2d``
+    (torch's conv2d) and the NumPy question's NHWC arrays (``y_numpy``, ``x_nhwc``, ``w_hwio``)."""
+    import numpy as np
+    import torch
+
+    from tests.question_numpy_conv import conv_forward_naive
+
+    rng = np.random.default_rng(0)
+    x_nhwc, w_hwio = rng.standard_normal((1, 2, 2, 1), dtype=np.float32), rng.standard_normal((2, 2, 1, 1), dtype=np.float32)
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
+        names = {"my_conv": lambda x, w: torch.nn.functional.conv2d(x, w, stride=2, padding=1),
+                 "x": torch.randn(2, 8, 15, 15), "w": torch.randn(16, 8, 3, 3),
+                 "my_conv2d": torch.nn.functional.conv2d,
+                 "x_nhwc": x_nhwc, "w_hwio": w_hwio, "y_numpy": conv_forward_naive(x_nhwc, w_hwio, 1, 0)}
+        exec(compile(block, "README.md", "exec"), names)  # raises where a line fails
