@@ -21,7 +21,8 @@ from tests.conftest import REPO, run_cli
 
 CRASHERS = REPO / "tests" / "crashers.py"
 RESNET = REPO / "cases" / "benchdnn" / "shapes_resnet_50"
-HANG_LIMIT = "3"  # the scenario says --timeout 20; the verdicts are the same, the suite is shorter
+HANG_LIMIT = "8"  # the scenario says --timeout 20; the verdicts are the same, the suite is shorter (3 s
+# was too short for a correct layer on two cores busy with four processes)
 
 
 def lines(path):

@@ -69,6 +69,8 @@ def test_rendered_in_headless_chromium_and_sorted_by_its_script(report, tmp_path
     ratios = [float(re.findall(r"<td(?: class=\"n\")?(?: data-v=\"([^\"]*)\")?>", cells)[11]) for _, cells in rows]
     assert ratios == sorted(ratios, reverse=True)  # the page's script sorted by err/bound, largest first
     assert rows[0][0] == "failed"  # so the planted bug leads
+    visible = re.sub(r"<[^>]+>", " ", dom)  # the page's text as a reader sees it
+    assert "failed (planted: padding)" in visible and "planted bug padding: 1 of 1 checks caught it" in visible
     assert "Failed and worst cases" in dom
     shot = tmp_path / "shot.png"
     _chromium(f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1200,1600", f"--screenshot={shot}", f"file://{page}")

@@ -422,8 +422,17 @@ def test_a_sweep_of_a_planted_bug_says_planted_and_counts_only_what_happened(tmp
     assert "planted bug flip: 1 of 2 checks caught (failed); 1 not: unsupported 1" in said, said
     line = next(x for x in said.splitlines() if "this run:" in x)
     assert line.split("this run:")[1].split() == ["failed", "1", "unsupported", "1"], line
+    progress = [x for x in done.stderr.splitlines() if x.startswith("[")]
+    assert len(progress) == 2 and all("planted flip" in x for x in progress), done.stderr  # every line says it
+    worst = said.split("worst cases", 1)[1]
+    assert "bound exact planted flip" in worst, said
+    diff = run_cli("diff", str(out), str(out))
+    assert "planted bugs: flip in A, flip in B (a planted check that failed is the check working)" in diff.stdout
+    assert "2 problems in both" in diff.stdout
     one = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "--backend", "torch", "--device", "cpu", "--out", str(tmp_path / "o.jsonl"))
     assert "sweep: 1 record appended to" in one.stdout, one.stdout
+    alone = run_cli("diff", str(tmp_path / "o.jsonl"), str(tmp_path / "o.jsonl"))
+    assert "1 problem in both" in alone.stdout and "planted bugs" not in alone.stdout
 
 
 def test_a_list_convcheck_comes_with_is_taken_by_name(tmp_path):

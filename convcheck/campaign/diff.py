@@ -9,6 +9,7 @@ moved by more than a factor, problems only in one file, and each side's versions
 from __future__ import annotations
 
 from ..base.errors import shown
+from ..base.words import counted
 
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ class SweepDiff:
     versions_b: dict = field(default_factory=dict)
     differs: dict = field(default_factory=dict)  # key field -> (values in A, values in B)
     paired: dict = field(default_factory=dict)  # an --across field -> (values in A, values in B): what was paired
+    planted: tuple = ((), ())  # the bugs planted in A's records and in B's (their failures are the checks working)
 
     @property
     def exit_code(self) -> int:
@@ -37,7 +39,7 @@ class SweepDiff:
     def as_dict(self) -> dict:
         return {"flips": self.flips, "moved": self.moved, "only_a": self.only_a, "only_b": self.only_b,
                 "common": self.common, "versions_a": self.versions_a, "versions_b": self.versions_b,
-                "differs": self.differs, "paired": self.paired}
+                "differs": self.differs, "paired": self.paired, "planted": [list(p) for p in self.planted]}
 
 
 def _versions(records: list[dict]) -> dict:
@@ -64,7 +66,8 @@ def diff_records(a: list[dict], b: list[dict], factor: float = 10.0, across: tup
     ka = {pair_key(r): r for r in a}
     kb = {pair_key(r): r for r in b}
     d = SweepDiff(versions_a=_versions(a), versions_b=_versions(b),
-                  paired={f: (_values(a, f), _values(b, f)) for f in across})
+                  paired={f: (_values(a, f), _values(b, f)) for f in across},
+                  planted=tuple(tuple(sorted({str(r["planted_bug"]) for r in side if r.get("planted_bug")})) for side in (a, b)))
     for key, ra in ka.items():
         rb = kb.get(key)
         if rb is None:
@@ -110,11 +113,14 @@ def format_diff(d: SweepDiff, name_a: str, name_b: str, factor: float) -> str:
             va, vb = d.versions_a.get(k), d.versions_b.get(k)
             lines.append(f"{k:<{width}}  {va} / {vb}{'' if va == vb else '   <- differs'}")
         lines.append("")
+    if any(d.planted):
+        lines.append(f"planted bugs: {', '.join(d.planted[0]) or 'none'} in A, {', '.join(d.planted[1]) or 'none'} in B "
+                     "(a planted check that failed is the check working)")
     for f, (va, vb) in d.paired.items():
         lines.append(f"paired across {f}: {', '.join(va)} in A with {', '.join(vb)} in B (records matched on the rest)")
     for f, (va, vb) in d.differs.items():
         lines.append(f"the sweeps differ in {f}: {', '.join(va)} / {', '.join(vb)} (part of what matches records)")
-    lines.append(f"{d.common} problems in both, {len(d.only_a)} only in A, {len(d.only_b)} only in B")
+    lines.append(f"{counted(d.common, 'problem')} in both, {len(d.only_a)} only in A, {len(d.only_b)} only in B")
     lines.append(f"status flips: {len(d.flips)}")
     for _, problem, sa, sb in d.flips:
         lines.append(f"  {sa} -> {sb}  {problem}")

@@ -40,9 +40,10 @@ def record_label(rec: dict) -> str:
 
 
 def record_brief(rec: dict) -> str:
-    """The label with what else was checked: dtype, layout, direction, fusion, bound."""
+    """The label with what else was checked: dtype, layout, direction, fusion, bound, and the bug planted where
+    one was (a sweep's progress and summary say it on every line: its failure is the check working)."""
     extra = [rec.get("dtype"), rec.get("layout"), rec.get("direction"), "+".join(rec.get("fuse") or []) or None,
-             rec.get("bound") and f"bound {rec['bound']}"]
+             rec.get("bound") and f"bound {rec['bound']}", rec.get("planted_bug") and f"planted {rec['planted_bug']}"]
     return record_label(rec) + " " + shown(" ".join(str(x) for x in extra if x))
 
 

@@ -260,7 +260,8 @@ class Progress:
         if self.quiet:
             return
         if self.bar is not None:
-            self.bar.update(self.task, advance=1, description=f"{rec['status']:<11} {record_label(rec)[:40]}")
+            status = rec["status"] + (" (planted)" if rec.get("planted_bug") else "")
+            self.bar.update(self.task, advance=1, description=f"{status:<11} {record_label(rec)[:40]}")
             if rec["status"] in UNCHECKED:
                 self.bar.console.print(f"#{number} {rec['status']} {record_brief(rec)}\n{reason_lines(rec)}",
                                        markup=False, highlight=False)
