@@ -113,3 +113,8 @@ def test_the_versions_line_never_says_none():
         "frontend 1.32.0, no cuDNN backend loaded"
     assert _frontend_text({"cudnn_frontend": "1.32.0", "cudnn_backend (frontend)": "9.28.0"}) == \
         "frontend 1.32.0, cuDNN backend 9.28.0"
+
+
+def test_type_names_are_taken_in_any_case():
+    done = run_cli("check", LESSON, "--dtype", "FP16", "--json", "--backend", "torch", "--device", "cpu")
+    assert done.returncode == 0 and json.loads(done.stdout)["dtype"] == "fp16", done.stderr

@@ -116,3 +116,22 @@ def test_descriptor_round_trip_for_random_problems(axes, mb, cg, kg, g):
     q = parse_descriptor(p.descriptor())
     assert q == p.canonical()
     assert q.output == p.output
+
+
+def test_a_problem_stated_in_torch_s_own_arguments_wherever_a_descriptor_is_taken():
+    from convcheck import CheckSpec, problem_from_torch
+    from convcheck.api.function_check import problems_from
+    from convcheck.base.errors import BadInput
+    from convcheck.problem.descriptor import as_problem
+
+    p = problem_from_torch((8, 64, 56, 56), (64, 16, 3, 3), stride=2, padding=1, groups=4, bias=True, name="mine")
+    assert (p.mb, p.ic, p.oc, p.groups, p.kernel, p.stride, p.pad_pre, p.pad_post) == (8, 64, 64, 4, (3, 3), (2, 2), (1, 1), (1, 1))
+    assert p.output == parse_descriptor("g4mb8ic64ih56oc64oh28kh3sh2ph1").output and p.fuse == ("bias",) and p.name == "mine"
+    same = problem_from_torch((2, 8, 9, 9), (4, 8, 3, 3), padding="same", dilation=2)
+    assert same.output == same.input and same.pad_pre == same.pad_post == (2, 2)
+    args = {"input": (2, 8, 9, 9), "weight": (4, 8, 3, 3), "padding": 1}
+    assert as_problem(args) == problems_from([args])[0] == CheckSpec(problem=args).problem == problem_from_torch(**args)
+    for bad, said in (({"input": (2, 8, 9, 9)}, "takes input, weight"), ({**args, "kernel": 3}, "got input, kernel"),
+                      ({"input": (2, 8, 9, 9), "weight": (4, 3, 3, 3)}, "groups=1")):
+        with pytest.raises(BadInput, match=said):
+            as_problem(bad)
