@@ -69,6 +69,7 @@ def test_around_a_batch_file_keeps_depthwise_layers_depthwise():
         assert 8 <= p.mb <= 32 and p.ic == p.groups  # one channel per group, as the layers
     r = around(RESNET, (8,))
     assert all(draw(r, 1, i).problem.mb == 8 for i in range(5))
+    assert around("resnet_50", (8,)).layers == r.layers  # a list convcheck comes with, by name
 
 
 @settings(max_examples=40, deadline=None)

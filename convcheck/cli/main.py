@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     where = h.add_mutually_exclusive_group()
     where.add_argument("--space", metavar="RANGES",
                        help=f'ranges per descriptor field, e.g. "{DEFAULT_SPACE}" (the default)')
-    where.add_argument("--around", metavar="FILE", help="around each layer of a benchdnn batch file or MIOpenDriver lines")
+    where.add_argument("--around", metavar="FILE", help="around each layer of a benchdnn batch file or MIOpenDriver lines (or a list convcheck comes with, by name: resnet_50)")
     where.add_argument("--sampler", metavar="FILE.py:NAME",
                        help="your own sampler: a function of a numpy Generator returning a descriptor or a ConvProblem")
     h.add_argument("--mb", default="8-32", metavar="RANGE", help="with --around: the batch range (default 8-32)")

@@ -242,9 +242,10 @@ def sampler(target: str) -> SamplerSpace:
 
 
 def around(path, mb: tuple = (1,)) -> AroundSpace:
+    from . import lists
     from .descriptor import read_batch_file
 
-    layers = read_batch_file(path)
+    layers = read_batch_file(lists.batch_file(path))  # a file, or a list convcheck comes with, by name
     if not layers:
         raise BadInput(f"{path}: no problems in it", option="around")
     return AroundSpace(source=str(path), layers=layers, mb=tuple(mb))
