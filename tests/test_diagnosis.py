@@ -96,6 +96,37 @@ def test_autocasts_operands_and_output_in_bf16_are_named_together(desc, directio
     assert cause.family == "autocast" and cause.detail["type"] == "bf16", cause.what
 
 
+def _tf32_ties_away(t):
+    """TF32 as PTX's cvt.rna rounds: half an ulp added, the low 13 bits masked (ties away from zero)."""
+    bits = t.float().contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32).to(t.dtype)
+
+
+def _two_wrongs(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """A kernel wrong twice: TF32 inputs rounded with ties away, and its padding one later on the last axis."""
+    p = padding if isinstance(padding, int) else padding[-1]
+    return F.conv2d(F.pad(_tf32_ties_away(x), (p + 1, p - 1, p, p)), _tf32_ties_away(w), bias, stride, 0, dilation,
+                    groups)
+
+
+def test_tf32_rounded_with_ties_away_is_named_as_such():
+    backend = user_function.register(lambda x, w, bias=None, stride=1, padding=0, dilation=1, groups=1:
+                                     F.conv2d(_tf32_ties_away(x), _tf32_ties_away(w), bias, stride, padding, dilation, groups))
+    cause = _first(run_spec(CheckSpec(problem=parse_descriptor(SMALL), backend=backend, device="cpu")))
+    assert cause.family == "rounding" and cause.detail["type"] == "tf32 ties away" and cause.covers == "every output, bit for bit"
+
+
+def test_two_wrong_arithmetics_at_once_are_named_as_a_pair():
+    """Neither the rounding nor the padding alone explains the answer: the pair does, bit for bit, and no
+    single cause is named."""
+    backend = user_function.register(_two_wrongs)
+    result = run_spec(CheckSpec(problem=parse_descriptor(SMALL), backend=backend, device="cpu"))
+    cause = _first(result)
+    assert cause.family == "pair" and cause.covers == "every output, bit for bit", cause.what
+    assert "rounded to tf32 ties away" in cause.what and "the padding of axis w off by one (one later)" in cause.what
+    assert [e.family for e in result.diagnosis.explanations] == ["pair"]
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_a_half_precision_check_is_offered_causes_in_its_own_type_only(dtype):
     """No fp16 store or fp16 running sum on a bf16 check (nor bf16 on an fp16 one): a cause is offered in

@@ -55,6 +55,8 @@ FAMILIES = {
                  "declare it (--algorithm) and the check judges it by that bound",
     "padding values": "the outputs that read padding are the wrong ones, every other output matches: the padding's "
                       "values or extent (a padding not zero, a border handled apart)",
+    "pair": "two wrong arithmetics at once: an operand rounded to a narrower type ({typical}), and the second one "
+            "named; fixing either alone leaves the check failing",
 }
 
 #: Where rounding to each type typically comes from (the rounding family's sentence).
@@ -557,8 +559,37 @@ def _algorithm(problem, inputs, ours, ref):
                     algorithm=algorithm, detail={"algorithm": algorithm.text})
 
 
+#: The families a rounding of the operands is paired with (:func:`_pairs`): each changes the problem or the
+#: inputs alone, so the rounding applies to what it reads (rounding commutes with a misread, a roll or a zeroed
+#: channel, value by value).
+PAIRED = ("orientation", "padding", "geometry", "layout", "groups", "dropped")
+
+
+def _pairs(problem, inputs, ours, ref):
+    """Two wrong arithmetics at once: each rounding of the operands (:func:`_rounding`) with each cause of
+    :data:`PAIRED` (a kernel that both rounds to TF32 and shifts its padding). Tested last, only where no
+    single cause explains every output; each one rounds its operands only when it is tested."""
+    roundings = [c for c in _rounding(problem, inputs, ours, ref)]
+    others = [c for maker in (_orientation, _padding, _geometry, _layout, _groups, _dropped)
+              for c in maker(problem, inputs, None, None) if c.post is None and c.compute is None]
+    rounders = dict(ROUNDINGS)
+    for r in roundings:
+        for other in others:
+            yield Cause("pair", f"{r.what}, and {other.what}", other.problem, other.inputs,
+                        compute=_rounded_first(r.detail["operands"], rounders[r.detail["type"]]),
+                        detail={**other.detail, "pair": ["rounding", other.family], "with": other.what,
+                                "type": r.detail["type"], "types": r.detail["types"], "operands": r.detail["operands"]})
+
+
+def _rounded_first(roles, rnd):
+    """The answer of a cause's problem on its inputs with ``roles`` rounded by ``rnd`` first (one convolution)."""
+    def compute(run, problem, inputs):
+        return run(problem, replace(inputs, **{r: rnd(getattr(inputs, r)) for r in roles}))
+    return compute
+
+
 #: The families in the order they are tested: the cheapest first (each cause one convolution), then the
 #: narrow running sums (two convolutions per block), then the fast algorithms (their bounds' own
 #: magnitudes; tested only where no arithmetic explains every output), so that a budget cuts the dearest.
 _FAMILY_MAKERS = (_rounding, _output, _autocast, _products, _orientation, _padding, _geometry, _layout, _groups,
-                  _dropped, _bias, _activation, _accumulation, _algorithm)
+                  _dropped, _bias, _activation, _accumulation, _algorithm, _pairs)

@@ -43,8 +43,9 @@ from .faults import round_to
 from ..base.words import counted
 
 #: Families tested only where no cheaper cause explains every output: a narrow running sum costs two
-#: convolutions per block, a fast algorithm its bound's own magnitudes.
-LAST_RESORT = ("accumulation", "algorithm")
+#: convolutions per block, a fast algorithm its bound's own magnitudes, two causes at once (pairs) are
+#: many (each rounding with each change of the problem or the inputs).
+LAST_RESORT = ("accumulation", "algorithm", "pair")
 #: Explanations confirmed on every output (the best ones, after the search on one image).
 CONFIRMED = 3
 #: The default budget of a diagnosis: float64 convolutions of the part of the output it searches, and as
@@ -563,8 +564,8 @@ def _whole(cause, problem, inputs, judge: _Judge) -> list:
 def _same_hypothesis(a, b) -> bool:
     if a.family != b.family:
         return False
-    if a.family == "rounding":
-        return (a.detail["operands"] == b.detail["operands"]
+    if a.family in ("rounding", "pair"):  # types that rounded one image's values alike may differ on all of them
+        return (a.detail["operands"] == b.detail["operands"] and a.detail.get("with") == b.detail.get("with")
                 and bool(set(a.detail["types"]) & set(b.detail["types"])))
     if a.detail.get("unwritten") or b.detail.get("unwritten"):
         return bool(a.detail.get("unwritten") and b.detail.get("unwritten"))
