@@ -64,11 +64,6 @@ def _dtype_of(t, dtype: str | None) -> str:
     return _DTYPES[name]
 
 
-def _problem(direction: str, x_shape, w_shape, stride, padding, dilation, groups, dtype: str, bias: bool) -> ConvProblem:
-    return problem_from_torch(x_shape, w_shape, stride, padding, dilation, groups, bias=bias, dtype=dtype,
-                              direction=direction)
-
-
 def _judge(actual, problem: ConvProblem, x, w, dy, bias, msg: str | None, level: str | None,
            contract: str | None = None, algorithm: str | None = None, diagnose: int | None = None) -> None:
     """Your answer judged as every given answer is (:func:`convcheck.check.pipeline.judge_given`); a failure
@@ -244,8 +239,8 @@ def assert_conv_close(actual: Any, input: Any, weight: Any, bias: Any = None, st
     x = _to_logical(to_torch(input), layout, "input")
     w = _to_logical(to_torch(weight), weight_layout, "weight")
     ours = _to_logical(to_torch(actual), layout, "input")
-    problem = _problem("fprop", x.shape, w.shape, stride, padding, dilation, groups,
-                       _dtype_of(ours, dtype), bias is not None)
+    problem = problem_from_torch(x.shape, w.shape, stride, padding, dilation, groups, bias=bias is not None,
+                                 dtype=_dtype_of(ours, dtype))
     found = _judge(ours, problem, x, w, None, bias, msg, level, contract, algorithm, diagnose)
     if verbose:
         print(found)
@@ -259,8 +254,8 @@ def assert_conv_input_grad_close(actual: Any, input_size: Sequence[int], weight:
                                  diagnose: int | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_input(input_size, weight, grad_output, ...)``."""
     w, dy = to_torch(weight), to_torch(grad_output)
-    problem = _problem("dgrad", tuple(input_size), w.shape, stride, padding, dilation, groups,
-                       _dtype_of(to_torch(actual), dtype), False)
+    problem = problem_from_torch(tuple(input_size), w.shape, stride, padding, dilation, groups,
+                                 dtype=_dtype_of(to_torch(actual), dtype), direction="dgrad")
     return _judge(actual, problem, None, w, dy, None, msg, level, contract, algorithm, diagnose)
 
 
@@ -271,8 +266,8 @@ def assert_conv_weight_grad_close(actual: Any, input: Any, weight_size: Sequence
                                   diagnose: int | None = None) -> "Closeness":
     """Assert that ``actual`` is ``torch.nn.grad.conv{1,2,3}d_weight(input, weight_size, grad_output, ...)``."""
     x, dy = to_torch(input), to_torch(grad_output)
-    problem = _problem("wgrad", x.shape, tuple(weight_size), stride, padding, dilation, groups,
-                       _dtype_of(to_torch(actual), dtype), False)
+    problem = problem_from_torch(x.shape, tuple(weight_size), stride, padding, dilation, groups,
+                                 dtype=_dtype_of(to_torch(actual), dtype), direction="wgrad")
     return _judge(actual, problem, x, _placeholder_weight(weight_size, x), dy, None, msg, level, contract, algorithm,
                   diagnose)
 

@@ -45,15 +45,20 @@ def get(name: str) -> DType:
     return DTYPES[name]
 
 
-def _round_mantissa(x: np.ndarray, drop_bits: int) -> np.ndarray:
-    """Round float32 values to ``23 - drop_bits`` mantissa bits, nearest-even, staying float32."""
+def round_mantissa(x: np.ndarray, drop_bits: int, ties: str = "even") -> np.ndarray:
+    """float32 values with their ``drop_bits`` low mantissa bits dropped, staying float32: rounded to nearest
+    with ties to even (``ties="even"``: IEEE, torch, NumPy), to nearest with ties away from zero (``"away"``:
+    PTX's ``cvt.rna``, half an ulp added before a mask) or truncated toward zero (``"truncate"``: the bits
+    handed on as they are). NaN and infinity keep their bits (rounding could turn a NaN payload into Inf)."""
     a = np.ascontiguousarray(x, dtype=np.float32)
     bits = a.view(np.uint32).astype(np.uint64)
-    half = np.uint64(1 << (drop_bits - 1))
-    lsb = (bits >> np.uint64(drop_bits)) & np.uint64(1)
-    rounded = (bits + half - np.uint64(1) + lsb) & ~np.uint64((1 << drop_bits) - 1)
-    out = rounded.astype(np.uint32).view(np.float32)
-    # NaN/Inf keep their bits (rounding could turn a NaN payload into Inf)
+    if ties == "even":
+        bits = bits + np.uint64((1 << (drop_bits - 1)) - 1) + ((bits >> np.uint64(drop_bits)) & np.uint64(1))
+    elif ties == "away":
+        bits = bits + np.uint64(1 << (drop_bits - 1))
+    elif ties != "truncate":
+        raise ValueError(f"ties {ties!r}: expected even, away or truncate")
+    out = (bits & ~np.uint64((1 << drop_bits) - 1)).astype(np.uint32).view(np.float32)
     special = ~np.isfinite(a)
     if special.any():
         out = out.copy()
@@ -62,11 +67,11 @@ def _round_mantissa(x: np.ndarray, drop_bits: int) -> np.ndarray:
 
 
 def round_tf32(x: np.ndarray) -> np.ndarray:
-    return _round_mantissa(x, 13)
+    return round_mantissa(x, 13)
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
-    return _round_mantissa(x, 16)
+    return round_mantissa(x, 16)
 
 
 def round_fp16(x: np.ndarray) -> np.ndarray:

@@ -569,7 +569,7 @@ def _pairs(problem, inputs, ours, ref):
     """Two wrong arithmetics at once: each rounding of the operands (:func:`_rounding`) with each cause of
     :data:`PAIRED` (a kernel that both rounds to TF32 and shifts its padding). Tested last, only where no
     single cause explains every output; each one rounds its operands only when it is tested."""
-    roundings = [c for c in _rounding(problem, inputs, ours, ref)]
+    roundings = list(_rounding(problem, inputs, ours, ref))
     others = [c for maker in (_orientation, _padding, _geometry, _layout, _groups, _dropped)
               for c in maker(problem, inputs, None, None) if c.post is None and c.compute is None]
     rounders = dict(ROUNDINGS)
@@ -584,7 +584,7 @@ def _pairs(problem, inputs, ours, ref):
 def _rounded_first(roles, rnd):
     """The answer of a cause's problem on its inputs with ``roles`` rounded by ``rnd`` first (one convolution)."""
     def compute(run, problem, inputs):
-        return run(problem, replace(inputs, **{r: rnd(getattr(inputs, r)) for r in roles}))
+        return run(problem, faults.rounded(inputs, roles, rnd))
     return compute
 
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..base import dtypes
 from ..base.errors import BadInput
 from ..problem.descriptor import ConvProblem
 
@@ -79,32 +80,19 @@ def same_output(problem: ConvProblem, changed: ConvProblem) -> bool:
 # ---------------------------------------------------------------------------- the inputs changed
 
 
-def _mantissa_cut(x, drop_bits: int, ties_away: bool):
-    """float32 values with their ``drop_bits`` low mantissa bits dropped: rounded to nearest with ties away
-    from zero (``ties_away``: PTX's ``cvt.rna``, half an ulp added before a mask) or truncated toward zero
-    (the bits fed to a tensor core as they are). NaN and infinity keep their bits."""
-    a = np.ascontiguousarray(x, dtype=np.float32)
-    bits = a.view(np.uint32).astype(np.uint64)
-    if ties_away:
-        bits = bits + np.uint64(1 << (drop_bits - 1))
-    out = (bits & ~np.uint64((1 << drop_bits) - 1)).astype(np.uint32).view(np.float32)
-    special = ~np.isfinite(a)
-    if special.any():
-        out = out.copy()
-        out[special] = a[special]
-    return out.reshape(a.shape)
-
-
 def tf32_ties_away(x):
-    return _mantissa_cut(x, 13, True)
+    """TF32 as PTX's ``cvt.rna.tf32.f32`` rounds: to nearest, ties away from zero."""
+    return dtypes.round_mantissa(x, 13, ties="away")
 
 
 def tf32_truncated(x):
-    return _mantissa_cut(x, 13, False)
+    """TF32 as fp32 bits handed to a tensor core are read: the low 13 mantissa bits ignored."""
+    return dtypes.round_mantissa(x, 13, ties="truncate")
 
 
 def bf16_truncated(x):
-    return _mantissa_cut(x, 16, False)
+    """bf16 as a truncating cast makes it: the top 16 bits of the fp32 value."""
+    return dtypes.round_mantissa(x, 16, ties="truncate")
 
 
 def rounded(inputs, roles, rnd):

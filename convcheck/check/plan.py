@@ -39,14 +39,15 @@ def _cuda_usable() -> bool:
 
 #: Plans already resolved in this process, by what was asked (backend, reference, device, require): a campaign
 #: of many checks asks the registry, and whether each side runs here, once. Your function is never kept
-#: here (its file is read again, and may have changed); nor is ``auto`` before a first answer.
+#: here (its file is read again, and may have changed).
 _RESOLVED: dict = {}
 
 
 def resolve(backend: str = "auto", reference: str | None = None, device: str | None = None,
             require: bool = False) -> Plan:
     """:func:`_resolve`, once per question in a process for convcheck's own backends: a copy of the plan
-    (its notes its own), with the same implementation objects."""
+    (its notes its own), with the same implementation objects. Whether the two share one libcudnn is asked
+    of each copy: torch maps its libcudnn only once its convolution has run."""
     from dataclasses import replace
 
     key = (backend, reference, device, require)
@@ -55,7 +56,11 @@ def resolve(backend: str = "auto", reference: str | None = None, device: str | N
         kept = _resolve(backend, reference, device, require)
         if not backends.is_user_function(kept.backend):
             _RESOLVED[key] = kept
-    return replace(kept, notes=list(kept.notes))
+    plan = replace(kept, notes=list(kept.notes))
+    shared = shared_implementation(plan) if require else None
+    if shared:
+        plan.notes.append(shared)
+    return plan
 
 
 def forget() -> None:
@@ -121,9 +126,6 @@ def _resolve(backend: str = "auto", reference: str | None = None, device: str | 
     if require:
         plan.under_test = Backend(backend, backend_device, backends.require(backend, backend_device, under))
         plan.reference_impl = Backend(reference, reference_device, backends.require(reference, reference_device, against))
-        shared = shared_implementation(plan)  # both loaded now: the libcudnn files this process maps
-        if shared:
-            plan.notes.append(shared)
     return plan
 
 

@@ -189,17 +189,14 @@ def _rerun_ratio_map(rec: dict, problem) -> tuple[np.ndarray | None, np.ndarray 
             f"{what}: {result.status}, err/bound {result.comparison.max_ratio:.3g}")
 
 
-def _cell(value, numeric: bool = False) -> str:
+def _cell(value, numeric: bool = False, whole: bool = False) -> str:
+    """A table cell; a number, or a text that is one token (``whole``: "6422507/6422528"), never wrapped inside."""
     if value is None:
         return "<td data-v=''>-</td>"
     if numeric:
         return f"<td class='n' data-v='{float(value)!r}'>{float(value):.3g}</td>"
-    return f"<td>{html.escape(str(value))}</td>"
-
-
-def _cell_whole(value) -> str:
-    """A cell whose text is one token ("6422507/6422528"): never wrapped inside it."""
-    return "<td data-v=''>-</td>" if value is None else f"<td class='n'>{html.escape(str(value))}</td>"
+    kind = " class='n'" if whole else ""
+    return f"<td{kind}>{html.escape(str(value))}</td>"
 
 
 #: The versions the report's head names, in this order, as "name value".
@@ -246,7 +243,7 @@ def write_report(records_path, out_path, pictures: int = 5, title: str | None = 
                 _cell(_status_text(r)), _cell(record_label(r)), _cell(r.get("dtype")), _cell(r.get("layout")),
                 _cell(r.get("direction")), _cell(",".join(r.get("fuse") or []) or None), _cell(r.get("bound")),
                 _cell(r.get("backend")), _cell(r.get("reference")), _cell(r.get("max_abs_diff"), True),
-                _cell(r.get("bound_ratio"), True), _cell_whole(outside), _cell(r.get("time_s"), True),
+                _cell(r.get("bound_ratio"), True), _cell(outside, whole=True), _cell(r.get("time_s"), True),
                 _cell(cause_of(r) if r.get("status") == "failed" else None),
                 _cell(r.get("message") or None)]) + "</tr>")  # the whole reason
     ranked = sorted(range(len(records)), key=lambda i: severity(records[i]))
