@@ -37,7 +37,12 @@ def _tf32(t):
     return ((bits + 0x0FFF + ((bits >> 13) & 1)) & -0x2000).view(torch.float32)
 
 
-ROUND = {"tf32": _tf32, "bf16": lambda t: t.to(torch.bfloat16).float(), "fp16": lambda t: t.to(torch.float16).float()}
+def _tf32_ties_away(t):  # PTX cvt.rna.tf32.f32, CUTLASS's round_half_ulp_truncate: half an ulp added, then masked
+    bits = t.float().contiguous().view(torch.int32)
+    return ((bits + 0x1000) & -0x2000).view(torch.float32)
+
+
+ROUND = {"tf32": _tf32, "tf32 ties away": _tf32_ties_away, "bf16": lambda t: t.to(torch.bfloat16).float(), "fp16": lambda t: t.to(torch.float16).float()}
 
 
 @dataclass
@@ -184,6 +189,11 @@ def _plain(problem):
 WRONG = {
     "tf32_inputs": Wrong({"family": "rounding", "type": "tf32", "operands": "both"},
                          operands=_round_operands("tf32"), applies=lambda d, p: p.dtype == "fp32"),
+    "tf32_ties_away": Wrong({"family": "rounding", "type": "tf32 ties away", "operands": "both"},
+                            operands=_round_operands("tf32 ties away"), applies=lambda d, p: p.dtype == "fp32"),
+    # two wrong arithmetics at once: the operands rounded to TF32 and the padding shifted
+    "tf32_and_padding": Wrong({"family": "pair", "type": "tf32", "with": "padding"}, operands=_round_operands("tf32"),
+                              forward=_padding_shifted, applies=lambda d, p: p.dtype == "fp32"),
     "fp16_inputs": Wrong({"family": "rounding", "type": "fp16", "operands": "both"},
                          operands=_round_operands("fp16"), applies=lambda d, p: p.dtype == "fp32"),
     "bf16_inputs": Wrong({"family": "rounding", "type": "bf16", "operands": "both"}, operands=_round_operands("bf16")),
@@ -314,7 +324,7 @@ def right(expect: dict, explanation: dict | None, problem) -> bool:
     if family is None or explanation["family"] not in _families(expect, problem):
         return False
     detail = explanation.get("detail", {})
-    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation", "autocast"):
+    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation", "autocast", "pair"):
         if expect["type"] not in (detail.get("types") or [detail.get("type")]):
             return False
     if expect.get("operands"):  # an operand its values leave unchanged may be named or not
@@ -322,6 +332,8 @@ def right(expect: dict, explanation: dict | None, problem) -> bool:
         want = set(OPERANDS_OF[problem.direction]) if expect["operands"] == "both" else {_second(problem.direction)[0]}
         if names != want:
             return False
+    if "with" in expect and expect["with"] not in detail.get("pair", []):  # the pair's second cause
+        return False
     if "what" in expect and explanation["family"] == expect["family"] and expect["what"] not in explanation["cause"]:
         return False
     return True

@@ -63,7 +63,9 @@ def test_all_zero_weight_gradient_at_n_200704_fails():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, 56, 56, generator=g)
     dy = torch.randn(64, 4, 56, 56, generator=g)
-    assert _level_of(lambda: assert_conv_weight_grad_close(torch.zeros(4, 4, 3, 3), x, (4, 4, 3, 3), dy, padding=1)) == "probable"
+    # the level is the subject here, not which arithmetic gave zeros (diagnose=0: no diagnosis)
+    assert _level_of(lambda: assert_conv_weight_grad_close(torch.zeros(4, 4, 3, 3), x, (4, 4, 3, 3), dy, padding=1,
+                                                          diagnose=0)) == "probable"
     right = torch.nn.grad.conv2d_weight(x, (4, 4, 3, 3), dy, padding=1)
     assert_conv_weight_grad_close(right, x, (4, 4, 3, 3), dy, padding=1)
 

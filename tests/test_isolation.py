@@ -341,3 +341,22 @@ def test_a_worker_whose_cuda_context_broke_is_replaced_however_the_task_ended(mo
     monkeypatch.setattr(workers, "cuda_fault", lambda: None)
     sent.clear()
     assert workers.answer(Conn(), "any:task", ()) is None  # a healthy context keeps its worker
+
+
+def test_one_worker_serves_the_checks_of_many_tests_and_a_changed_variable_gets_a_new_one(monkeypatch):
+    """pytest names each test in PYTEST_CURRENT_TEST: the worker that ran one test's check runs the next
+    test's (a start imports torch: seconds a test), while a variable a check may read starts a fresh one."""
+    import torch
+
+    from convcheck import check_conv_function
+
+    def pid():
+        [rec] = check_conv_function(torch.nn.functional.conv2d, ["mb1ic2ih5oc2oh5kh3ph1"], dims=(2,))
+        assert rec["status"] == "passed", rec
+        return rec["worker"]["pid"]
+
+    first = pid()
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_other.py::test_next (call)")
+    assert pid() == first
+    monkeypatch.setenv("CONVCHECK_TEST_SETTING", "1")  # a variable your function could read
+    assert pid() != first

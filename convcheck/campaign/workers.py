@@ -383,10 +383,11 @@ class Supervisor:
         pickles the registered functions)."""
         for i, w in enumerate(self.slots):
             boot, env = boots[i]
-            if w is not None and not w.sent and (w.env != env or w.sys_path != boot["sys_path"]):
+            if w is not None and not w.sent and (not _same_environment(w.env, env) or w.sys_path != boot["sys_path"]):
                 self._retire(w)  # the caller changed the environment or sys.path since it started
                 w = None
-            if w is None and self.spare is not None and self.spare.env == env and self.spare.sys_path == boot["sys_path"]:
+            if (w is None and self.spare is not None and _same_environment(self.spare.env, env)
+                    and self.spare.sys_path == boot["sys_path"]):
                 w, self.spare = self.spare, None  # started after an earlier death: no start-up now
                 w.number = i
                 self.slots[i] = w
@@ -461,6 +462,19 @@ class Supervisor:
                     w.kill()
                     raise NotAvailableHere(f"a worker process did not start within {START_LIMIT_S:g} s "
                                            "(importing torch and NumPy)")
+
+
+#: Variables that name what the caller is doing, not what a check may read: pytest sets PYTEST_CURRENT_TEST
+#: to each test's name as it runs, so a suite that checks convolutions in many tests (convcheck's pytest
+#: plugin) would otherwise start a worker, and import torch, for every test.
+BOOKKEEPING_VARIABLES = ("PYTEST_CURRENT_TEST",)
+
+
+def _same_environment(a: dict, b: dict) -> bool:
+    """Whether a worker started with environment ``a`` runs a check as one started with ``b`` would."""
+    def kept(env):
+        return {k: v for k, v in env.items() if k not in BOOKKEEPING_VARIABLES}
+    return a == b or kept(a) == kept(b)
 
 
 #: Thread-pool sizes of the libraries a check uses, read once when each library loads.

@@ -122,6 +122,9 @@ class Cause:
     compute: Callable | None = None
     algorithm: Any = None           # a fast algorithm: its answer is the reference's, judged by its bound
     detail: dict = field(default_factory=dict)
+    #: a pair: the single change its rounding is added to, and (operands, rounding function) of the rounding
+    base: "Cause | None" = None
+    rounding: tuple | None = None
 
     @property
     def advice(self) -> str:
@@ -573,12 +576,14 @@ def _pairs(problem, inputs, ours, ref):
     others = [c for maker in (_orientation, _padding, _geometry, _layout, _groups, _dropped)
               for c in maker(problem, inputs, None, None) if c.post is None and c.compute is None]
     rounders = dict(ROUNDINGS)
-    for r in roundings:
-        for other in others:
+    for other in others:  # change by change: the pairs of one change share its answer (diagnose's screen)
+        for r in roundings:
+            rnd = rounders[r.detail["type"]]
             yield Cause("pair", f"{r.what}, and {other.what}", other.problem, other.inputs,
-                        compute=_rounded_first(r.detail["operands"], rounders[r.detail["type"]]),
+                        compute=_rounded_first(r.detail["operands"], rnd),
                         detail={**other.detail, "pair": ["rounding", other.family], "with": other.what,
-                                "type": r.detail["type"], "types": r.detail["types"], "operands": r.detail["operands"]})
+                                "type": r.detail["type"], "types": r.detail["types"], "operands": r.detail["operands"]},
+                        base=other, rounding=(tuple(r.detail["operands"]), rnd))
 
 
 def _rounded_first(roles, rnd):

@@ -209,6 +209,9 @@ class _Judge:
         self._mags = None  # (cause, its magnitudes): the last cause's
         self._answers: dict = {}  # id(cause) -> (cause, its answer)
         self._border = None
+        self._reach: dict = {}  # (id(change), type, operands) -> whether a pair of them can explain the output
+        self._changes: dict = {}  # id(change) -> (change, what within_reach needs of it)
+        self._rho: dict = {}  # (id(change), type, operand) -> the rounding's largest relative change there
 
     def bound(self, cause):
         """The check's bound for the cause's problem: a declared fast algorithm's own (the implementation
@@ -289,6 +292,72 @@ class _Judge:
             return ((ours >= lo) & (ours <= hi)) | both_nan
         return ((ours - target).abs() <= allowed) | both_nan
 
+    def within_reach(self, pair) -> bool:
+        """Whether a pair (a rounding added to one change of the problem or the inputs) can explain the
+        output at all. Rounding the operands by at most a relative rho each moves every product, and so
+        every output, by at most ((1 + rho_1)(1 + rho_2) - 1) conv(|x|,|w|) from the change's own answer;
+        where the output is farther than that plus the tolerance from that answer (at more outputs than a
+        cause may leave unexplained), no such rounding of that change explains it, and its pairs are not
+        computed. Nor can a pair explain what the correct answer explains as widely (a check that fails
+        only at the probable level, where the rigorous tolerance holds the correct answer at every output).
+        Per change, its answer (one convolution, against one per pair) and the tolerance once, taken at the
+        largest |answer| any of its pairs could have (every bound grows with |ref|)."""
+        roles, rnd = pair.rounding
+        key = (id(pair.base), pair.detail["type"], roles)
+        if key not in self._reach:
+            facts = self._change(pair.base)
+            if facts is None:
+                self._reach[key] = True
+            else:
+                grow = self._grow(pair.base, pair.detail["type"], roles, rnd)
+                if not np.isfinite(grow):  # a value flushed or overflowed: only the correct answer's reach
+                    self._reach[key] = facts["correct"] < facts["distance"].numel()
+                else:
+                    near = (facts["distance"] <= facts["A"] * (grow * (1 + 2.0 ** -40)) + facts["allowed"]) | facts["open"]
+                    self._reach[key] = (int(near.sum()) > facts["correct"]
+                                        and _covers(near, self.border()) is not None)
+        return self._reach[key]
+
+    def _grow(self, base, type_name: str, roles, rnd) -> float:
+        """((1 + rho_1)(1 + rho_2) - 1) for ``roles`` of ``base``'s inputs rounded by ``rnd``."""
+        out = 1.0
+        for r in roles:
+            k = (id(base), type_name, r)
+            if k not in self._rho:
+                self._rho[k] = _relative_change(getattr(base.inputs, r), rnd)
+            out *= 1.0 + self._rho[k]
+        return out - 1.0
+
+    def _change(self, base):
+        """What :meth:`within_reach` needs of one change, once: its answer's distance from the output,
+        conv(|x|,|w|) of its problem, the tolerance at the largest |answer| its pairs could have, the outputs
+        the correct answer fits by the same tolerance, the outputs no distance judges (NaN or infinite);
+        None where it cannot say (no answer of the output's shape, a bound without conv(|x|,|w|))."""
+        import torch
+
+        if id(base) in self._changes:
+            return self._changes[id(base)][1]
+        facts = None
+        ans, _ = self.answer(base)
+        if ans is not None and tuple(ans.shape) == tuple(self.scope.ours.shape):
+            self.allowed(base, ans)  # the change's magnitudes, kept for the calls below
+            a = self._mags[1].a if self._mags[1] is not None else None
+            if a is not None:
+                a = torch.as_tensor(np.asarray(a) if not torch.is_tensor(a) else a).to(ans.device, torch.float64)
+                from .causes import OPERANDS, ROUNDINGS
+
+                roles = tuple(r for r in OPERANDS[self.scope.problem.direction])
+                grows = [g for name, rnd in ROUNDINGS if np.isfinite(g := self._grow(base, name, roles, rnd))]
+                most = max(grows, default=0.0) * (1 + 2.0 ** -40)
+                ours = self.scope.ours.to(ans.device)
+                correct = self.inside(base, ans, against=self.scope.ref)
+                facts = {"distance": (ours - ans).abs(), "A": a,
+                         "allowed": self.allowed(base, ans.abs() + a * most) * (1 + 1e-9),
+                         "correct": int(correct.sum()) if correct is not None else 0,
+                         "open": ~torch.isfinite(ours) | ~torch.isfinite(ans)}
+        self._changes[id(base)] = (base, facts)
+        return facts
+
     def border(self):
         """The outputs whose windows read padding (fprop), or None."""
         import torch
@@ -329,6 +398,20 @@ def _closeness(ours, ans, inside) -> float:
         return float("inf")
     scale = float(ans[live].abs().sum()) or 1.0
     return float((ours[live] - ans[live]).abs().sum()) / scale
+
+
+def _relative_change(a, rnd) -> float:
+    """The largest |rnd(v) - v| / |v| over the values v of ``a`` (inf where a value becomes infinite, NaN
+    or nonzero from zero): a rounding moves no value by more."""
+    if a is None:
+        return 0.0
+    a = np.asarray(a, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        d = np.abs(np.asarray(rnd(a), dtype=np.float64) - a.astype(np.float64))
+        if not bool(np.isfinite(d[np.isfinite(a)]).all()) or bool((d[a == 0] != 0).any()):
+            return float("inf")
+        nz = (a != 0) & np.isfinite(a)
+        return float((d[nz] / np.abs(a[nz].astype(np.float64))).max()) if bool(nz.any()) else 0.0
 
 
 class _OutOfWork(Exception):
@@ -393,6 +476,8 @@ def _test(cause, judge: _Judge, exact_only: bool = False):
 
 
 def _tested(cause, judge: _Judge, exact_only: bool):
+    if cause.base is not None and not judge.within_reach(cause):
+        return None
     ans, interval = judge.answer(cause)
     if ans is None or tuple(ans.shape) != tuple(judge.scope.ours.shape):
         return None

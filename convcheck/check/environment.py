@@ -175,20 +175,35 @@ def cpu_facts() -> dict:
 
 
 def _cupy() -> dict:
-    try:
-        import cupy
-    except ImportError:
-        return {"cupy": "not installed"}
-    rt = cupy.cuda.runtime
+    """CuPy's version, read from its distribution: importing CuPy costs a process a few tenths of a
+    second, more than a small check on the CPU, which never uses it (:func:`_cuda_runtime`: what it sees)."""
+    for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy"):
+        try:
+            return {"cupy": metadata.version(dist)}
+        except metadata.PackageNotFoundError:
+            continue
+    return {"cupy": "not installed"}
 
-    def ver(v: int) -> str:
-        return f"{v // 1000}.{(v % 1000) // 10}"
 
-    return {
-        "cupy": cupy.__version__,
-        "cupy_cuda_runtime": _try(lambda: ver(rt.runtimeGetVersion())),
-        "cuda_driver": _try(lambda: ver(rt.driverGetVersion()) if rt.driverGetVersion() else "none"),
-    }
+_CUDA_RUNTIME: dict = {}
+
+
+def _cuda_runtime() -> dict:
+    """The CUDA runtime and driver versions CuPy sees, once a check has loaded CuPy (a GPU check has),
+    read once per process; nothing where none has."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return {}
+    if not _CUDA_RUNTIME:
+        rt = cupy.cuda.runtime
+
+        def ver(v: int) -> str:
+            return f"{v // 1000}.{(v % 1000) // 10}"
+        _CUDA_RUNTIME.update({
+            "cupy_cuda_runtime": _try(lambda: ver(rt.runtimeGetVersion())),
+            "cuda_driver": _try(lambda: ver(rt.driverGetVersion()) if rt.driverGetVersion() else "none"),
+        })
+    return dict(_CUDA_RUNTIME)
 
 
 @functools.lru_cache(maxsize=1)
@@ -213,6 +228,9 @@ def versions(full: bool = False, implementation=None) -> dict:
     ``implementation``: the backend under test where it names a version of its own (your function:
     its file's hash, so that a changed function is another version)."""
     info = dict(_installed())
+    if full:  # the whole account (`convcheck versions`): what CUDA CuPy sees, loading it to ask
+        _try(lambda: __import__("cupy"))
+    info.update(_cuda_runtime())
     if full:
         info.update(_torch(full))
     info["libcudnn_loaded"] = loaded_libcudnn() or ["none"]
