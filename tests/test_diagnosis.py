@@ -127,6 +127,40 @@ def test_two_wrong_arithmetics_at_once_are_named_as_a_pair():
     assert [e.family for e in result.diagnosis.explanations] == ["pair"]
 
 
+def _negated(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return -F.conv2d(x, w, bias, stride, padding, dilation, groups)
+
+
+@pytest.mark.parametrize("fn, direction", [(_two_wrongs, "fprop"), (_negated, "fprop"),
+                                           (wa.function("tf32_and_padding", "wgrad"), "wgrad")])
+def test_a_pair_its_screen_leaves_out_could_not_have_explained_the_output(fn, direction, monkeypatch):
+    """A pair is computed only where its change's answer lies within the rounding's reach of the output
+    (diagnose._Judge.within_reach). Every pair is also tested here as if it had no screen: none the
+    screen left out explains the output, and the screen leaves some out."""
+    from dataclasses import replace
+
+    from convcheck.check import diagnose as dg
+
+    seen = []
+    tested = dg._tested
+
+    def both(cause, judge, exact_only):
+        if cause.base is None:
+            return tested(cause, judge, exact_only)
+        reach = judge.within_reach(cause)
+        verdict = tested(replace(cause, base=None), judge, exact_only)
+        seen.append((reach, verdict, cause.what))
+        return verdict if reach else None
+    monkeypatch.setattr(dg, "_tested", both)
+    result = run_spec(CheckSpec(problem=parse_descriptor(SMALL, direction=direction), backend=user_function.register(fn),
+                                device="cpu"))
+    assert result.status == "failed" and seen
+    assert not [what for reach, verdict, what in seen if not reach and verdict is not None]
+    assert any(not reach for reach, _, _ in seen)
+    if fn is not _negated:
+        assert result.diagnosis.cause.family == "pair", result.diagnosis.cause
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_a_half_precision_check_is_offered_causes_in_its_own_type_only(dtype):
     """No fp16 store or fp16 running sum on a bf16 check (nor bf16 on an fp16 one): a cause is offered in

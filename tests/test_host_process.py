@@ -87,3 +87,13 @@ def test_convcheck_s_own_workers_get_the_short_spins(monkeypatch):
     monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
     _, env = Supervisor(1)._boot(0)
     assert env["GOMP_SPINCOUNT"] == "1000"
+
+
+def test_a_command_on_the_cpu_leaves_torch_to_its_worker():
+    """`convcheck check` and `sweep` check in a worker: the command's own process does not import torch
+    (a second or two of every command's start)."""
+    probe = ("import sys\nfrom convcheck.cli.main import main\n"
+             "code = main(['check', 'mb1ic2ih5oc2oh5kh3ph1', '--device', 'cpu'])\n"
+             "print(code, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr

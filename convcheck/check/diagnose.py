@@ -313,7 +313,7 @@ class _Judge:
                 if not np.isfinite(grow):  # a value flushed or overflowed: only the correct answer's reach
                     self._reach[key] = facts["correct"] < facts["distance"].numel()
                 else:
-                    near = (facts["distance"] <= facts["A"] * (grow * (1 + 2.0 ** -40)) + facts["allowed"]) | facts["open"]
+                    near = (facts["distance"] <= facts["A"] * (grow + FLOAT64_SLACK) + facts["allowed"]) | facts["open"]
                     self._reach[key] = (int(near.sum()) > facts["correct"]
                                         and _covers(near, self.border()) is not None)
         return self._reach[key]
@@ -348,7 +348,7 @@ class _Judge:
 
                 roles = tuple(r for r in OPERANDS[self.scope.problem.direction])
                 grows = [g for name, rnd in ROUNDINGS if np.isfinite(g := self._grow(base, name, roles, rnd))]
-                most = max(grows, default=0.0) * (1 + 2.0 ** -40)
+                most = max(grows, default=0.0) + FLOAT64_SLACK
                 ours = self.scope.ours.to(ans.device)
                 correct = self.inside(base, ans, against=self.scope.ref)
                 facts = {"distance": (ours - ans).abs(), "A": a,
@@ -398,6 +398,12 @@ def _closeness(ours, ans, inside) -> float:
         return float("inf")
     scale = float(ans[live].abs().sum()) or 1.0
     return float((ours[live] - ans[live]).abs().sum()) / scale
+
+
+#: What the two float64 answers a pair's screen compares (its change's and the pair's) may differ by besides
+#: the rounding, relative to conv(|x|,|w|): each sum of n products is off by at most gamma_n(2^-53), under
+#: 2^-30 for any n below 2^22 (:meth:`_Judge.within_reach`).
+FLOAT64_SLACK = 2.0 ** -29
 
 
 def _relative_change(a, rnd) -> float:

@@ -29,6 +29,12 @@ stores_epilogue = True
 
 
 def unavailable_reason(device: str) -> str | None:
+    """Why torch cannot run here, or None. On the CPU, asked without importing torch: a command's own
+    process checks in its workers, and importing torch there cost every command a second or two."""
+    import importlib.util
+
+    if device != "cuda":
+        return None if importlib.util.find_spec("torch") is not None else "torch is not installed (pip install torch)"
     try:
         import torch
     except ImportError:
