@@ -42,7 +42,8 @@ def _tf32_ties_away(t):  # PTX cvt.rna.tf32.f32, CUTLASS's round_half_ulp_trunca
     return ((bits + 0x1000) & -0x2000).view(torch.float32)
 
 
-ROUND = {"tf32": _tf32, "tf32 ties away": _tf32_ties_away, "bf16": lambda t: t.to(torch.bfloat16).float(), "fp16": lambda t: t.to(torch.float16).float()}
+ROUND = {"tf32": _tf32, "tf32 ties away": _tf32_ties_away, "bf16": lambda t: t.to(torch.bfloat16).float(),
+         "fp16": lambda t: t.to(torch.float16).float()}
 
 
 @dataclass

@@ -262,13 +262,15 @@ class _Judge:
 
         from .compare import allowed_map
 
-        bnd = self.bound(cause)
-        if self._mags is not None and self._mags[0] is cause:  # the guard judges the same cause's inputs again
-            mags = self._mags[1]
-        else:
-            mags = bnd.magnitudes(cause.problem, cause.inputs, self.device, reference=target)
-        self._mags = (cause, mags)
-        return torch.from_numpy(np.asarray(allowed_map(self.scope.ours, target, bnd, mags))).to(target.device)
+        mags = self.magnitudes(cause, target)
+        return torch.from_numpy(np.asarray(allowed_map(self.scope.ours, target, self.bound(cause), mags))).to(target.device)
+
+    def magnitudes(self, cause, target):
+        """The bound's magnitudes of the cause's problem and inputs, ``target`` the reference; kept for the
+        last cause (its guard, and a pair's screen, judge the same cause's inputs again)."""
+        if self._mags is None or self._mags[0] is not cause:
+            self._mags = (cause, self.bound(cause).magnitudes(cause.problem, cause.inputs, self.device, reference=target))
+        return self._mags[1]
 
     def inside(self, cause, ans, interval=None, against=None):
         """Which outputs lie within the cause's tolerance of ``ans`` (of ``against`` instead, judged by
@@ -340,13 +342,13 @@ class _Judge:
         facts = None
         ans, _ = self.answer(base)
         if ans is not None and tuple(ans.shape) == tuple(self.scope.ours.shape):
-            self.allowed(base, ans)  # the change's magnitudes, kept for the calls below
-            a = self._mags[1].a if self._mags[1] is not None else None
+            mags = self.magnitudes(base, ans)
+            a = mags.a if mags is not None else None
             if a is not None:
                 a = torch.as_tensor(np.asarray(a) if not torch.is_tensor(a) else a).to(ans.device, torch.float64)
                 from .causes import OPERANDS, ROUNDINGS
 
-                roles = tuple(r for r in OPERANDS[self.scope.problem.direction])
+                roles = tuple(OPERANDS[self.scope.problem.direction])
                 grows = [g for name, rnd in ROUNDINGS if np.isfinite(g := self._grow(base, name, roles, rnd))]
                 most = max(grows, default=0.0) + FLOAT64_SLACK
                 ours = self.scope.ours.to(ans.device)

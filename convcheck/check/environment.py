@@ -20,10 +20,9 @@ from .. import __version__
 
 # Distributions whose versions are part of the result (the lesson recorded
 # `pip freeze | grep -Ei "torch|numpy"` for the same reason).
-_DISTRIBUTIONS = (
-    "torch", "numpy", "nvidia-cudnn-frontend", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13",
-    "cupy-cuda12x", "cupy-cuda13x", "cupy",
-)
+_CUPY_DISTRIBUTIONS = ("cupy-cuda13x", "cupy-cuda12x", "cupy")
+_DISTRIBUTIONS = ("torch", "numpy", "nvidia-cudnn-frontend", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13",
+                  *_CUPY_DISTRIBUTIONS)
 
 
 def _first_line(e: BaseException) -> str:
@@ -177,7 +176,7 @@ def cpu_facts() -> dict:
 def _cupy() -> dict:
     """CuPy's version, read from its distribution: importing CuPy costs a process a few tenths of a
     second, more than a small check on the CPU, which never uses it (:func:`_cuda_runtime`: what it sees)."""
-    for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy"):
+    for dist in _CUPY_DISTRIBUTIONS:
         try:
             return {"cupy": metadata.version(dist)}
         except metadata.PackageNotFoundError:
@@ -228,11 +227,10 @@ def versions(full: bool = False, implementation=None) -> dict:
     ``implementation``: the backend under test where it names a version of its own (your function:
     its file's hash, so that a changed function is another version)."""
     info = dict(_installed())
-    if full:  # the whole account (`convcheck versions`): what CUDA CuPy sees, loading it to ask
+    if full:  # the whole account (`convcheck env`): what CUDA CuPy sees too, loading it to ask
         _try(lambda: __import__("cupy"))
-    info.update(_cuda_runtime())
-    if full:
         info.update(_torch(full))
+    info.update(_cuda_runtime())
     info["libcudnn_loaded"] = loaded_libcudnn() or ["none"]
     own = getattr(implementation, "own_versions", None)
     if own is not None:
