@@ -117,9 +117,9 @@ def main() -> int:
           f"At full precision: {totals[(False, 'failed')]} of {totals[(False, 'checks')]} failed "
           "(a failure there is a false alarm or a runtime's bug).")
     if forward:
-        print(f"\n### Forward, layer by layer: runtime (its precision setting) x type\n\n"
-              f"What `convcheck sweep --backend jax,onnxruntime,openvino --dtype fp32,fp16` prints at its end "
-              f"(convcheck.campaign.side_by_side); FAIL's figure is the largest error over what the bound allows.\n")
+        print("\n### Forward, layer by layer: runtime (its precision setting) x type\n\n"
+              "What `convcheck sweep --backend jax,onnxruntime,openvino --dtype fp32,fp16` prints at its end "
+              "(convcheck.campaign.side_by_side); FAIL's figure is the largest error over what the bound allows.\n")
         print(side_by_side.table(forward))
     return 0
 

@@ -172,15 +172,22 @@ def _noise(direction, y):
 BLOCK = {"fprop": 8, "dgrad": 8, "wgrad": 2}
 
 
-def _winograd(x, w, bias, stride, padding, dilation, groups):
+def _winograd(x, w, bias, stride, padding, dilation, groups, stored=None):
+    """F(4,3) by Lavin's points, its transforms in fp32; with ``stored`` (a torch dtype) the transformed tiles
+    and their channel sums rounded to it, as a half-precision kernel keeps its workspace."""
     from convcheck.numerics import winograd
     from convcheck.problem.descriptor import ConvProblem
 
     p = ConvProblem(mb=x.shape[0], ic=x.shape[1], oc=w.shape[0], input=tuple(x.shape[2:]), kernel=tuple(w.shape[2:]),
                     pad_pre=tuple(padding), pad_post=tuple(padding), groups=groups, direction="fprop")
-    y = winograd.conv(p, x.float(), w.float(), None, winograd.published(4, 3, "lavin"))
+    y = winograd.conv(p, x.float(), w.float(), None, winograd.published(4, 3, "lavin"), stored=stored)
     y = torch.as_tensor(y, dtype=torch.float32)
     return y if bias is None else y + bias.reshape(1, -1, *([1] * (y.dim() - 2)))
+
+
+def _winograd_applies(p) -> bool:
+    return (p.ndim == 2 and p.kernel == (3, 3) and p.stride == (1, 1) and p.dilation == (1, 1) and p.mode == "xcorr"
+            and p.pad_pre == p.pad_post)
 
 
 def _plain(problem):
@@ -195,6 +202,10 @@ WRONG = {
     # two wrong arithmetics at once: the operands rounded to TF32 and the padding shifted
     "tf32_and_padding": Wrong({"family": "pair", "type": "tf32", "with": "padding"}, operands=_round_operands("tf32"),
                               forward=_padding_shifted, applies=lambda d, p: p.dtype == "fp32"),
+    # autocast's roundings (operands and output in bf16) with a bug of the layer: the padding shifted
+    "autocast_and_padding": Wrong({"family": "pair", "type": "bf16", "with": "padding", "kind": "autocast"},
+                                  operands=_round_operands("bf16"), forward=_padding_shifted, result=_bf16_store,
+                                  applies=lambda d, p: p.dtype == "fp32"),
     "fp16_inputs": Wrong({"family": "rounding", "type": "fp16", "operands": "both"},
                          operands=_round_operands("fp16"), applies=lambda d, p: p.dtype == "fp32"),
     "bf16_inputs": Wrong({"family": "rounding", "type": "bf16", "operands": "both"}, operands=_round_operands("bf16")),
@@ -223,9 +234,10 @@ WRONG = {
                            applies=lambda d, p: (p.kernel if d == "wgrad" else p.output)[0] > 1),
     "relu_applied": Wrong({"family": "activation"}, directions=("fprop",), result=_relu, applies=lambda d, p: _plain(p)),
     "winograd_f4": Wrong({"family": "algorithm"}, directions=("fprop",), forward=_winograd,
-                         applies=lambda d, p: (p.dtype == "fp32" and p.ndim == 2 and p.kernel == (3, 3) and p.groups == 1
-                                               and p.stride == (1, 1) and p.dilation == (1, 1) and p.mode == "xcorr"
-                                               and p.pad_pre == p.pad_post)),
+                         applies=lambda d, p: p.dtype == "fp32" and p.groups == 1 and _winograd_applies(p)),
+    # a half-precision Winograd kernel: its transformed tiles and channel sums in the tensor type (set per check)
+    "winograd_f4_tensor_type": Wrong({"family": "algorithm", "type": "check"}, directions=("fprop",),
+                                     applies=lambda d, p: p.dtype in ("fp16", "bf16") and _winograd_applies(p)),
     "products_rounded": Wrong({"family": "products"}, directions=("fprop",),
                               applies=lambda d, p: (p.dtype in ("fp16", "bf16") and p.ndim == 2 and p.mode == "xcorr"
                                                     and p.pad_pre == p.pad_post and _plain(p))),
@@ -298,6 +310,9 @@ def function(name: str, direction: str) -> Callable:
             ops = wrong.operands(direction, ops, geom)
         if name == "bf16_running_sum":
             y = _running_sum(direction, ops, geom, lambda o: direction_result(o, size, geom))
+        elif name == "winograd_f4_tensor_type":
+            y = _winograd(ops["x"], ops["w"], ops.get("bias"), geom["stride"], geom["padding"], geom["dilation"],
+                          geom["groups"], stored=out_dtype)
         elif name == "products_rounded":
             y = _products_rounded(ops["x"], ops["w"], ops.get("bias"), geom["stride"], geom["padding"], geom["dilation"],
                                   geom["groups"], out_dtype)
@@ -325,8 +340,10 @@ def right(expect: dict, explanation: dict | None, problem) -> bool:
     if family is None or explanation["family"] not in _families(expect, problem):
         return False
     detail = explanation.get("detail", {})
-    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation", "autocast", "pair"):
-        if expect["type"] not in (detail.get("types") or [detail.get("type")]):
+    if "type" in expect and explanation["family"] in ("rounding", "output", "accumulation", "autocast", "pair",
+                                                      "algorithm"):
+        want = problem.dtype if expect["type"] == "check" else expect["type"]  # "check": the check's own type
+        if want not in (detail.get("types") or [detail.get("type")]):
             return False
     if expect.get("operands"):  # an operand its values leave unchanged may be named or not
         names = set(detail.get("operands", [])) | set(detail.get("unchanged", []))
@@ -334,6 +351,8 @@ def right(expect: dict, explanation: dict | None, problem) -> bool:
         if names != want:
             return False
     if "with" in expect and expect["with"] not in detail.get("pair", []):  # the pair's second cause
+        return False
+    if "kind" in expect and detail.get("pair", [None])[0] != expect["kind"]:  # the pair's first: autocast's roundings
         return False
     if "what" in expect and explanation["family"] == expect["family"] and expect["what"] not in explanation["cause"]:
         return False

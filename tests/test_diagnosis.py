@@ -127,12 +127,24 @@ def test_two_wrong_arithmetics_at_once_are_named_as_a_pair():
     assert [e.family for e in result.diagnosis.explanations] == ["pair"]
 
 
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+@pytest.mark.parametrize("desc", [SMALL, "g2mb2ic16ih9oc8oh4kh3sh2ph1", "mb2ic32ih6oc16oh6kh1ph0"])
+def test_autocast_with_a_bug_of_the_layer_is_named_as_that_pair(desc, direction):
+    """bf16 operands and a bf16 output (torch.autocast) with the padding shifted: neither alone explains the
+    answer, the pair of autocast's roundings and the padding does, on grouped, strided and 1x1 layers."""
+    backend = user_function.register(wa.function("autocast_and_padding", direction))
+    cause = _first(run_spec(CheckSpec(problem=parse_descriptor(desc, direction=direction), backend=backend, device="cpu")))
+    assert cause.family == "pair" and cause.detail["pair"] == ["autocast", "padding"], cause.what
+    assert "the output stored in bf16" in cause.what and "torch.autocast" in cause.advice
+
+
 def _negated(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return -F.conv2d(x, w, bias, stride, padding, dilation, groups)
 
 
 @pytest.mark.parametrize("fn, direction", [(_two_wrongs, "fprop"), (_negated, "fprop"),
-                                           (wa.function("tf32_and_padding", "wgrad"), "wgrad")])
+                                           (wa.function("tf32_and_padding", "wgrad"), "wgrad"),
+                                           (wa.function("autocast_and_padding", "dgrad"), "dgrad")])
 def test_a_pair_its_screen_leaves_out_could_not_have_explained_the_output(fn, direction, monkeypatch):
     """A pair is computed only where its change's answer lies within the rounding's reach of the output
     (diagnose._Judge.within_reach). Every pair is also tested here as if it had no screen: none the
@@ -182,6 +194,43 @@ def test_a_fast_algorithm_is_the_cause_only_where_no_arithmetic_explains_it():
     cause = _first(run_spec(CheckSpec(problem=p, backend=backend, device="cpu", diagnose=None)))
     assert cause.family == "algorithm" and "winograd" in cause.what
     assert "declare it (--algorithm)" in cause.advice
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("desc", ["mb2ic16ih14oc16oh14kh3ph1", "g2mb2ic16ih12oc8oh12kh3ph1", "mb1ic64ih20oc32oh18kh3ph0"])
+def test_a_winograd_kernel_with_its_transforms_in_the_tensor_type_is_named(desc, dtype):
+    """F(4,3) whose transformed tiles and channel sums are kept in fp16 or bf16 (a half-precision kernel's
+    workspace) fails the check and is named by its tile and type, first; one with fp32 transforms, whose error
+    the output's own rounding hides, passes. Winograd takes no stride: grouped and padded problems instead."""
+    p = parse_descriptor(desc, dtype=dtype)
+    backend = user_function.register(wa.function("winograd_f4_tensor_type", "fprop"))
+    cause = _first(run_spec(CheckSpec(problem=p, backend=backend, device="cpu", diagnose=None)))
+    assert cause.family == "algorithm" and cause.what.startswith(f"winograd:4@{dtype}:"), cause.what
+    assert cause.detail["type"] == dtype
+    fp32_transforms = user_function.register(wa.function("winograd_f4", "fprop"))
+    assert run_spec(CheckSpec(problem=p, backend=fp32_transforms, device="cpu")).status == "passed"
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_noise_within_a_half_precision_winograd_bound_is_not_named_winograd(dtype):
+    """1% noise on a 3x3 layer lies within the bound of F(4,3) or F(6,3) with a bf16 workspace, yet its error
+    does not vary over the positions of a tile as theirs does: no known arithmetic explains it."""
+    from convcheck.check.diagnose import tile_profile
+
+    backend = user_function.register(wa.function("noise", "fprop"))
+    p = parse_descriptor("mb1ic64ih20oc32oh20kh3ph1", dtype=dtype)
+    result = run_spec(CheckSpec(problem=p, backend=backend, device="cpu", diagnose=None))
+    assert _first(result) is None, result.diagnosis.cause.what
+    # the statistic itself: a flat expected variance explains nothing, one that follows the error everything
+    g = torch.Generator().manual_seed(0)
+    shape = (1, 4, 12, 12)
+    ref = torch.rand(shape, generator=g, dtype=torch.float64)
+    weight = torch.arange(4, dtype=torch.float64).add(1).repeat(3)  # 1, 2, 3, 4 along each axis of a tile
+    expected = (weight[:, None] * weight[None, :]).expand(shape) ** 2
+    ours = ref + torch.randn(shape, generator=g, dtype=torch.float64) * expected.sqrt() * 1e-6
+    assert tile_profile(ours, ref, expected, 4) < 0.1
+    assert tile_profile(ours, ref, torch.ones(shape, dtype=torch.float64), 4) == pytest.approx(1.0)
+    assert tile_profile(ref, ref, expected, 4) is None  # no error at all
 
 
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])

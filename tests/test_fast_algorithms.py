@@ -19,7 +19,8 @@ from convcheck.check.backends import torch_conv
 from convcheck.numerics.bound import lambda_for
 from convcheck.check.pipeline import run_check
 from convcheck.base.errors import BadInput
-from convcheck.numerics.fast_bound import parse_algorithm
+from convcheck.check.backends import user_function
+from convcheck.numerics.fast_bound import bound_for, parse_algorithm
 from convcheck.check.plant import applies
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.check.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of
@@ -86,6 +87,31 @@ def test_the_rounding_energy_covers_every_published_transform_and_is_sharp(direc
         z = (ours - ref) / (winograd.ROUNDING_PROXY * energy).sqrt()
         assert float(z.pow(2).mean().sqrt()) <= 1.0, t.describe()
         assert 0.2 < float(((ours - ref).abs() / allowed).max()) < 1.0, t.describe()
+
+
+@pytest.mark.parametrize("stored", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_the_rounding_energy_of_transforms_stored_in_half_precision_covers_them_and_is_sharp(direction, stored):
+    """Winograd with its transformed tiles and channel sums rounded to fp16 or bf16 (a half-precision
+    kernel's workspace), on operands of that type: the same two properties as in fp32 (the RMS of the error
+    over sqrt(proxy * energy) at most 1, the largest error/allowed between 0.2 and 1), every published point
+    set; wgrad's form is taken in chunks of its sum, the others in slices. (wgrad's sums over images and tiles
+    grow with the batch: at batch 2 and 14x14, F(6,3)'s summed products pass fp16's largest value and the
+    workspace overflows, an infinite output no bound allows; the smaller wgrad here stays finite.)"""
+    desc = "mb1ic16ih8oc16oh8kh3ph1" if direction == "wgrad" else "mb2ic16ih14oc16oh14kh3ph1"
+    p = parse_descriptor(desc).with_(direction=direction)
+    x, w, dy, _, lam = _fp32_fill(p, seed=1)
+    x, w, dy = (a.to(stored).double() for a in (x, w, dy))
+    ref = torch_conv.compute(p, x, w, dy)[0]
+    for t in TRANSFORMS:
+        ours = winograd.conv(p, x.float(), w.float(), dy.float(), t, stored=stored).double()
+        energy = winograd.rounding_energy(winograd.form(p, x, w, dy, t, t.tensors(), stored=stored))
+        allowed = winograd.coefficient_error(p, x, w, dy, t) + lam * (winograd.ROUNDING_PROXY * energy).sqrt()
+        z = (ours - ref) / (winograd.ROUNDING_PROXY * energy).sqrt()
+        assert float(z.pow(2).mean().sqrt()) <= 1.0, t.describe()
+        assert 0.2 < float(((ours - ref).abs() / allowed).max()) < 1.0, t.describe()
+        plain = winograd.rounding_energy(winograd.form(p, x, w, dy, t, t.tensors()))
+        assert bool((energy > plain).all())  # the storage's roundings add to every output's energy
 
 
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
@@ -208,6 +234,8 @@ def test_an_algorithm_a_problem_or_backend_cannot_take_is_one_line_exit_2():
         (["--algorithm", "winograd:4:0,x"], "must be numbers"),
         (["--algorithm", "winograd:4", "--stride", "2"], "stride"),
         (["--algorithm", "winograd:4", "--bound", "elementwise"], "leave --bound at auto"),
+        (["--algorithm", "winograd:4@fp8"], "transforms stored in 'fp8'; expected one of fp16, bf16"),
+        (["--algorithm", "fft@fp16"], "only a Winograd algorithm's transforms"),
     ):
         desc = "mb1ic8ih9oc8oh9kh3ph1"
         backend = f"{IMPLS}:f4_lavin_fprop"
@@ -264,6 +292,28 @@ def test_parse_algorithm():
     assert a.m == 4 and a.points[3] == 0.5 and a.text == "winograd:4:0,1,-1,1/2,-1/2"
     assert parse_algorithm("winograd:6").who is None and parse_algorithm("winograd:4:onednn").who == "onednn"
     assert parse_algorithm("fft").kind == "fft" and parse_algorithm("fft").text == "fft"
+    stored = parse_algorithm("winograd:4:lavin@bf16")
+    assert (stored.who, stored.stored, stored.text) == ("lavin", "bf16", "winograd:4:lavin@bf16")
+    assert parse_algorithm("winograd:2@fp16").stored_dtype == torch.float16 and parse_algorithm("winograd:2").stored is None
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_winograd_declared_with_its_transforms_in_half_precision_passes_where_fp32_transforms_do_not(dtype):
+    """A half-precision Winograd kernel (transformed tiles and channel sums in the tensor type) declared as such
+    passes, its record naming the type; declared with fp32 transforms it fails (their bound does not cover the
+    workspace's roundings); the worst case over stored transforms is not modelled: refused, one line."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import wrong_arithmetic as wa
+
+    backend = user_function.register(wa.function("winograd_f4_tensor_type", "fprop"))
+    for desc in ("mb2ic16ih14oc16oh14kh3ph1", "g2mb2ic16ih12oc8oh12kh3ph1"):
+        p = parse_descriptor(desc, dtype=dtype)
+        r = run_check(p, backend=backend, device="cpu", algorithm=f"winograd:4@{dtype}")
+        assert r.status == "passed", r.comparison.max_ratio
+        assert r.record()["algorithm"] == f"winograd:4@{dtype}" and r.comparison.bound_params["transforms_stored_in"] == dtype
+        assert run_check(p, backend=backend, device="cpu", algorithm="winograd:4", diagnose=0).status == "failed"
+    with pytest.raises(BadInput, match="worst case over transforms stored"):
+        bound_for(parse_algorithm(f"winograd:4@{dtype}"), p, "given", level="rigorous")
 
 
 def test_the_given_data_asserts_take_the_algorithm_at_both_levels():

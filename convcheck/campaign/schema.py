@@ -152,10 +152,14 @@ def validated(rec: Any, where: str) -> dict:
 
 
 def record_json(rec: dict, **options) -> str:
-    """A record as one line (or, with ``indent``, a block) of strict JSON, keys sorted."""
+    """A record as one line (or, with ``indent``, a block) of strict JSON, keys sorted. Most records hold no
+    non-finite float: encoded as they are, and only one that does is walked by :func:`strict` first."""
     import json
 
-    return json.dumps(strict(rec), sort_keys=True, default=str, allow_nan=False, **options)
+    try:
+        return json.dumps(rec, sort_keys=True, default=str, allow_nan=False, **options)
+    except ValueError:  # a NaN or an infinity somewhere: strict JSON's strings for them
+        return json.dumps(strict(rec), sort_keys=True, default=str, allow_nan=False, **options)
 
 
 def strict(value: Any) -> Any:

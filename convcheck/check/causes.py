@@ -55,8 +55,9 @@ FAMILIES = {
                  "declare it (--algorithm) and the check judges it by that bound",
     "padding values": "the outputs that read padding are the wrong ones, every other output matches: the padding's "
                       "values or extent (a padding not zero, a border handled apart)",
-    "pair": "two wrong arithmetics at once: an operand rounded to a narrower type ({typical}), and the second one "
-            "named; fixing either alone leaves the check failing",
+    "pair": "two wrong arithmetics at once: a rounding to a narrower type ({typical}; of the operands, or of the "
+            "operands and the output as torch.autocast computes), and the second one named; fixing either alone leaves "
+            "the check failing",
 }
 
 #: Where rounding to each type typically comes from (the rounding family's sentence).
@@ -549,17 +550,26 @@ def _activation(problem, inputs, ours, ref):
 
 
 def _algorithm(problem, inputs, ours, ref):
+    """The fast algorithms, each judged by its own bound: in fp32, Winograd F(2,3), F(4,3), F(6,3) and the FFT;
+    in fp16 and bf16, Winograd with its transformed tiles and channel sums stored in the check's own type (a
+    half-precision kernel's workspace: with fp32 transforms the output's own rounding hides the algorithm's)."""
     from ..numerics.fast_bound import Algorithm, bound_for
 
-    if problem.dtype != "fp32" or problem.direction != "fprop":
+    if problem.direction != "fprop" or problem.dtype not in ("fp32", "fp16", "bf16"):
         return
-    for algorithm in (Algorithm("winograd", 2), Algorithm("winograd", 4), Algorithm("winograd", 6), Algorithm("fft")):
+    if problem.dtype == "fp32":
+        algorithms = [Algorithm("winograd", m) for m in (2, 4, 6)] + [Algorithm("fft")]
+    else:
+        algorithms = [Algorithm("winograd", m, stored=problem.dtype) for m in (2, 4, 6)]
+    for algorithm in algorithms:
         try:
             bound_for(algorithm, problem, "random")
         except (BadInput, ValueError):
             continue
-        yield Cause("algorithm", f"{algorithm.text}: a fast algorithm, within its own bound", problem, inputs,
-                    algorithm=algorithm, detail={"algorithm": algorithm.text})
+        stored = f", its transforms stored in {algorithm.stored}" if algorithm.stored else ""
+        yield Cause("algorithm", f"{algorithm.text}: a fast algorithm{stored}, within its own bound", problem, inputs,
+                    algorithm=algorithm,
+                    detail={"algorithm": algorithm.text, **({"type": algorithm.stored} if algorithm.stored else {})})
 
 
 #: The families a rounding of the operands is paired with (:func:`_pairs`): each changes the problem or the
@@ -569,10 +579,11 @@ PAIRED = ("orientation", "padding", "geometry", "layout", "groups", "dropped")
 
 
 def _pairs(problem, inputs, ours, ref):
-    """Two wrong arithmetics at once: each rounding of the operands (:func:`_rounding`) with each cause of
-    :data:`PAIRED` (a kernel that both rounds to TF32 and shifts its padding). Tested last, only where no
-    single cause explains every output; each one rounds its operands only when it is tested."""
-    roundings = list(_rounding(problem, inputs, ours, ref))
+    """Two wrong arithmetics at once: each rounding of the operands (:func:`_rounding`), and each rounding of the
+    operands and the output together (:func:`_autocast`), with each cause of :data:`PAIRED` (a kernel that both
+    rounds to TF32 and shifts its padding; a model under autocast whose layer misreads its layout). Tested last,
+    only where no single cause explains every output; each one rounds its operands only when it is tested."""
+    roundings = list(_rounding(problem, inputs, ours, ref)) + list(_autocast(problem, inputs, ours, ref))
     others = [c for maker in (_orientation, _padding, _geometry, _layout, _groups, _dropped)
               for c in maker(problem, inputs, None, None) if c.post is None and c.compute is None]
     rounders = dict(ROUNDINGS)
@@ -580,9 +591,10 @@ def _pairs(problem, inputs, ours, ref):
         for r in roundings:
             rnd = rounders[r.detail["type"]]
             yield Cause("pair", f"{r.what}, and {other.what}", other.problem, other.inputs,
-                        compute=_rounded_first(r.detail["operands"], rnd),
-                        detail={**other.detail, "pair": ["rounding", other.family], "with": other.what,
-                                "type": r.detail["type"], "types": r.detail["types"], "operands": r.detail["operands"]},
+                        compute=_rounded_first(r.detail["operands"], rnd), rounded_to=r.rounded_to,
+                        detail={**other.detail, "pair": [r.family, other.family], "with": other.what,
+                                "type": r.detail["type"], "types": r.detail.get("types", [r.detail["type"]]),
+                                "operands": r.detail["operands"]},
                         base=other, rounding=(tuple(r.detail["operands"]), rnd))
 
 

@@ -297,7 +297,8 @@ class _Judge:
     def within_reach(self, pair) -> bool:
         """Whether a pair (a rounding added to one change of the problem or the inputs) can explain the
         output at all. Rounding the operands by at most a relative rho each moves every product, and so
-        every output, by at most ((1 + rho_1)(1 + rho_2) - 1) conv(|x|,|w|) from the change's own answer;
+        every output, by at most ((1 + rho_1)(1 + rho_2) - 1) conv(|x|,|w|) from the change's own answer (and
+        an output rounded too, as autocast's, by at most u of itself more);
         where the output is farther than that plus the tolerance from that answer (at more outputs than a
         cause may leave unexplained), no such rounding of that change explains it, and its pairs are not
         computed. Nor can a pair explain what the correct answer explains as widely (a check that fails
@@ -305,7 +306,7 @@ class _Judge:
         Per change, its answer (one convolution, against one per pair) and the tolerance once, taken at the
         largest |answer| any of its pairs could have (every bound grows with |ref|)."""
         roles, rnd = pair.rounding
-        key = (id(pair.base), pair.detail["type"], roles)
+        key = (id(pair.base), pair.detail["type"], roles, pair.rounded_to)
         if key not in self._reach:
             facts = self._change(pair.base)
             if facts is None:
@@ -315,7 +316,13 @@ class _Judge:
                 if not np.isfinite(grow):  # a value flushed or overflowed: only the correct answer's reach
                     self._reach[key] = facts["correct"] < facts["distance"].numel()
                 else:
-                    near = (facts["distance"] <= facts["A"] * (grow + FLOAT64_SLACK) + facts["allowed"]) | facts["open"]
+                    reach = facts["A"] * (grow + FLOAT64_SLACK) + facts["allowed"]
+                    if pair.rounded_to is not None:  # the output rounded too: by at most u of what it rounds
+                        import torch
+
+                        u = torch.finfo(getattr(torch, pair.rounded_to)).eps / 2
+                        reach = reach + u * (facts["abs"] + reach) * (1 + 1e-9)
+                    near = (facts["distance"] <= reach) | facts["open"]
                     self._reach[key] = (int(near.sum()) > facts["correct"]
                                         and _covers(near, self.border()) is not None)
         return self._reach[key]
@@ -353,7 +360,7 @@ class _Judge:
                 most = max(grows, default=0.0) + FLOAT64_SLACK
                 ours = self.scope.ours.to(ans.device)
                 correct = self.inside(base, ans, against=self.scope.ref)
-                facts = {"distance": (ours - ans).abs(), "A": a,
+                facts = {"distance": (ours - ans).abs(), "A": a, "abs": ans.abs(),
                          "allowed": self.allowed(base, ans.abs() + a * most) * (1 + 1e-9),
                          "correct": int(correct.sum()) if correct is not None else 0,
                          "open": ~torch.isfinite(ours) | ~torch.isfinite(ans)}
@@ -505,6 +512,8 @@ def _tested(cause, judge: _Judge, exact_only: bool):
     covers = _covers(inside, judge.border() if cause.algorithm is None else None)
     if covers is None:
         return None
+    if cause.algorithm is not None and not follows_the_tiles(cause, judge):
+        return None  # within its bound, but its error is not shaped as the algorithm's: not singled out
     if cause.algorithm is None:  # the correct answer, judged by the check's tolerance, must not fit as well
         correct = judge.inside(cause, ans, against=judge.scope.ref)
         if correct is not None and int(correct.sum()) >= int(inside.sum()):
@@ -527,6 +536,57 @@ def _tested(cause, judge: _Judge, exact_only: bool):
 #: most 0.03 of the correct answer's difference, products rounded before an fp32 sum about 0.6 (the
 #: output's own rounding to the tensor type dominates both).
 SINGLED_OUT = 0.8
+
+#: A Winograd cause is named only where its error has the algorithm's shape (:func:`tile_profile`): the
+#: residual of the per-position log error variance, once the algorithm's expected variance is taken out, at most
+#: this fraction of its spread with nothing taken out. Measured on F(4,3) (Lavin's points) in fp32, fp16 and bf16,
+#: on ResNet-50's 56x56 layer and small grouped ones: 0.12-0.18 for F(4,3) itself, 2.5-2.9 for F(6,3) on its
+#: answer; 1.0-350 for 1% noise under every tile (benchmarks/wrong_arithmetic.py's).
+TILE_PROFILE = 0.5
+
+
+def tile_profile(ours, ref, expected, m: int) -> float | None:
+    """How much of the shape of the error over the positions of an m x m output tile the algorithm's expected
+    variance leaves unexplained: with v_p the mean squared error and e_p the mean expected variance over the
+    outputs at position p of their tile (the last two axes, tiles from the first output, as Winograd tiles a
+    map), the spread of log(v_p / e_p) over that of log(v_p) alone ("no known arithmetic": an error that does
+    not depend on where in its tile an output is). Small: the error follows the algorithm's transform
+    coefficients position by position; about 1 or more: it does not. None where a position has no error at all
+    (random roundings leave none without) or the outputs are too few to have every position."""
+    import torch
+
+    h, w = ref.shape[-2:]
+    if h < m or w < m:
+        return None
+    position = ((torch.arange(h) % m)[:, None] * m + (torch.arange(w) % m)[None, :]).to(ref.device).expand(ref.shape)
+    err2 = (ours.to(torch.float64) - ref).square()
+    flat = position.reshape(-1)
+    count = torch.bincount(flat, minlength=m * m).to(torch.float64)
+    v = torch.zeros(m * m, dtype=torch.float64, device=ref.device).index_add_(0, flat, err2.reshape(-1)) / count
+    e = torch.zeros(m * m, dtype=torch.float64, device=ref.device).index_add_(0, flat, expected.reshape(-1)) / count
+    if not bool((v > 0).all() and (e > 0).all()):
+        return None
+    lv, le = v.log(), e.log()
+    unexplained = float((lv - le - (lv - le).mean()).square().sum())
+    spread = float((lv - lv.mean()).square().sum())
+    return unexplained / spread if spread > 0 else None
+
+
+def follows_the_tiles(cause, judge) -> bool:
+    """Whether a fast-algorithm cause's error is the algorithm's, not only within its bound: a Winograd tile
+    weighs its outputs unequally (Lavin's F(4,3) has 1 and 8 in one row of A^T), so its rounding error differs
+    from one position of the tile to the next as the rounding energy says (:func:`tile_profile`, at most
+    :data:`TILE_PROFILE`). Uninformative where the tile weighs its positions alike (F(2,3)): such a cause is
+    not named. The FFT has no tiles (its fp32 bound alone), nor has a weight gradient's output."""
+    algorithm, problem = cause.algorithm, judge.scope.problem
+    if algorithm.kind != "winograd" or not algorithm.m or problem.direction == "wgrad":
+        return True
+    bound, ref = judge.bound(cause), judge.scope.ref
+    mags = judge.magnitudes(cause, ref)
+    expected = bound.proxy * mags.s2 + (bound.u_out * ref).square() / 3  # the output's own rounding: uniform
+    ratio = tile_profile(judge.scope.ours, ref, expected, algorithm.m)
+    return ratio is not None and ratio <= TILE_PROFILE
+
 
 #: What a cause explains when its answer has the implementation's bits at every output.
 BIT_FOR_BIT = "every output, bit for bit"

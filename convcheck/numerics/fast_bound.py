@@ -8,7 +8,10 @@ the direct-summation bound fails correct F(4,3) and F(6,3) work on the exact fil
 passes it on the random one. ``winograd:M`` declares F(M x M, R x R), R the problem's kernel;
 ``winograd:M:WHO`` one published point set (:data:`convcheck.numerics.winograd.PUBLISHED`),
 ``winograd:M:P1,P2,...`` the points themselves (fractions allowed: ``0,1,-1,2,-2``). Without
-points the allowance is the largest over the published sets for that tile. ``fft`` declares an
+points the allowance is the largest over the published sets for that tile. ``@fp16`` or ``@bf16``
+after any of them (``winograd:4@fp16``) declares the transformed tiles and their channel sums stored
+in that type, as a half-precision kernel keeps its workspace: one more rounding of each, to the
+type's unit roundoff, in the energy. ``fft`` declares an
 FFT convolution in fp32 (complex64) over the padded map or a larger transform
 (:mod:`convcheck.numerics.fft`).
 
@@ -41,12 +44,15 @@ from ..base.memo import RecentResults, digest
 #: kept: the energies there are not measured yet, and GPU memory is the checks' own.
 RECENT = RecentResults(2 ** 31)
 
-ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...", "fft")
+ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...", "winograd:...@TYPE", "fft")
 ALGORITHM_HELP = ("how your function computes: direct (the default: a direct sum, judged by the direct "
                   "bounds), winograd:M (Winograd F(MxM,RxR), R the kernel: judged by a bound over the "
                   "published transforms for M), winograd:M:lavin or :onednn (one published point set), "
-                  "winograd:M:0,1,-1,2,-2 (your points; infinity is the last), fft (an FFT convolution "
-                  "in fp32/complex64)")
+                  "winograd:M:0,1,-1,2,-2 (your points; infinity is the last), any of these with @fp16 or "
+                  "@bf16 (the transformed tiles and their channel sums stored in that type), fft (an FFT "
+                  "convolution in fp32/complex64)")
+#: The types a Winograd implementation's transformed tiles may be declared stored in (``@TYPE``).
+STORED_TYPES = ("fp16", "bf16")
 
 
 class FastTerms(NamedTuple):
@@ -68,6 +74,8 @@ class Algorithm:
     m: int = 0
     who: str | None = None
     points: tuple[Fraction, ...] | None = None
+    #: The type the transformed tiles and their channel sums are stored in (:data:`STORED_TYPES`); None: fp32.
+    stored: str | None = None
 
     @property
     def bound(self) -> str:
@@ -78,10 +86,16 @@ class Algorithm:
     def text(self) -> str:
         if self.kind == "fft":
             return "fft"
+        at = f"@{self.stored}" if self.stored else ""
         if not self.m:
-            return "winograd"
+            return "winograd" + at
         tail = self.who or (",".join(str(p) for p in self.points) if self.points else "")
-        return f"{self.kind}:{self.m}" + (f":{tail}" if tail else "")
+        return f"{self.kind}:{self.m}" + (f":{tail}" if tail else "") + at
+
+    @property
+    def stored_dtype(self):
+        """:attr:`stored` as a torch dtype (None: fp32, nothing stored narrower)."""
+        return dtypes.torch_dtype(self.stored) if self.stored else None
 
     def transforms(self, problem) -> tuple[winograd.Transform, ...]:
         """The transforms the bound is taken over for ``problem`` (BadInput where none applies)."""
@@ -115,6 +129,17 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
 
     if text is None or text == "direct":
         return None
+    base, at, stored = text.partition("@")
+    if at:
+        if stored not in STORED_TYPES:
+            raise BadInput(f"algorithm {text!r}: transforms stored in {stored!r}; expected one of "
+                           f"{', '.join(STORED_TYPES)} (e.g. winograd:4@fp16)", option="algorithm")
+        if base == "fft" or base == "direct":
+            raise BadInput(f"algorithm {text!r}: only a Winograd algorithm's transforms can be declared stored in "
+                           f"a narrower type (winograd:M@{stored}); {base} computes in fp32", option="algorithm")
+        from dataclasses import replace
+
+        return replace(parse_algorithm(base), stored=stored)
     if text == "fft":
         return Algorithm("fft")
     parts = text.split(":")
@@ -280,19 +305,22 @@ class WinogradBound(_FastBound):
         for t in self.transforms:
             fixed = winograd.coefficient_error(self.problem, *ops, t, self.operand_slice)
             energy = winograd.rounding_energy(winograd.form(self.problem, *ops, t, t.tensors(device=device),
-                                                            self.operand_slice))
+                                                            self.operand_slice, self.algorithm.stored_dtype))
             a = fixed if a is None else torch.maximum(a, fixed)
             s2 = energy if s2 is None else torch.maximum(s2, energy)
         return a, s2
 
     def _described(self) -> dict:
         sliced = {"operand_slice_elements": self.operand_slice} if self.operand_slice else {}
-        return {"transforms": [t.describe() for t in self.transforms]} | sliced
+        stored = {"transforms_stored_in": self.algorithm.stored} if self.algorithm.stored else {}
+        return {"transforms": [t.describe() for t in self.transforms]} | sliced | stored
 
     def derivation(self) -> str:
         over = "; ".join(t.describe() for t in self.transforms)
+        stored = (f", and of each transformed tile's and channel sum's rounding to {self.algorithm.stored}"
+                  if self.algorithm.stored else "")
         return (f"|ours-ref| <= |the transforms' coefficients rounded to fp32| + {self.lam:.2f}*sqrt("
-                f"{self.proxy:g}*sum over every fp32 rounding of (its half-ulp * its weight in the "
+                f"{self.proxy:g}*sum over every fp32 rounding{stored} of (its half-ulp * its weight in the "
                 f"output)^2){self._stored()} (+ the float64 reference's gamma_n*conv(|x|,|w|), subnormal eta); "
                 f"{self.algorithm.text}, the larger over: {over}; random fill, p_false={self.p_false:g} "
                 f"over {self.outputs} outputs")
@@ -427,7 +455,8 @@ class GivenFastBound(_FastBound):
                 yield fft.conv(self.problem, *ops32, power_of_two=power_of_two)
         else:
             for t in self.inner.transforms:
-                yield winograd.conv(self.problem, *ops32, t, operand_slice=self.inner.operand_slice)
+                yield winograd.conv(self.problem, *ops32, t, operand_slice=self.inner.operand_slice,
+                                    stored=self.algorithm.stored_dtype)
 
     def summary(self, ref_abs_max: float) -> dict:
         return self.inner.summary(ref_abs_max) | {"data": "given", "level": self.level,
@@ -468,6 +497,9 @@ def bound_for(algorithm: Algorithm, problem, data: str, p_false: float = DEFAULT
     if data != "given":
         return inner
     level = check_level(level)
+    if level == "rigorous" and algorithm.stored:
+        raise BadInput(f"{algorithm.text}: the worst case over transforms stored in {algorithm.stored} is not "
+                       "modelled; the probable level judges it (leave level at probable)", option="level")
     if level == "rigorous" and algorithm.kind == "fft":
         raise BadInput("fft: no worst case covers every FFT implementation; the probable level judges it "
                        "(leave level at probable)", option="level")

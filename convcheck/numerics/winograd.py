@@ -197,6 +197,10 @@ class Bilinear(NamedTuple):
     #: :data:`OPERAND_SLICE_ELEMENTS`. A check that would not fit its memory otherwise is given a smaller
     #: one (convcheck.check.memory.operand_slice_to_fit): the same values, more passes over the right operand.
     operand_slice: int | None = None
+    #: The type the transformed tiles and their sums over s are stored in (a torch dtype: float16,
+    #: bfloat16), each value rounded to it once, as a half-precision kernel keeps its workspace; None: they
+    #: stay in the compute type.
+    stored: Any = None
 
 
 def _step(per_item: int, budget: int) -> int:
@@ -277,15 +281,24 @@ def _s_chunks(b: Bilinear) -> list:
 def evaluate(b: Bilinear):
     """The form's value, each transform a product by its matrix, the sum over s one batched GEMM per
     transform point; in slices of i and j (:func:`_operand_slices`), each output depending on its own i
-    and j alone, or in chunks of s (:func:`along_s`), the sums added up."""
+    and j alone, or in chunks of s (:func:`along_s`), the sums added up. Where ``b.stored`` names a type,
+    the transformed tiles and the summed products are rounded to it (:func:`_store`)."""
+    def store(v):
+        return _store(v, b.stored)
+
     if along_s(b):
         m = None
         for c in _s_chunks(b):
-            part = _point_sum(b.t1 @ b.left[:, :, c] @ b.t1.T, b.t2 @ b.right[:, :, c] @ b.t2.T)
+            part = _point_sum(store(b.t1 @ b.left[:, :, c] @ b.t1.T), store(b.t2 @ b.right[:, :, c] @ b.t2.T))
             m = part if m is None else m.add_(part)
-        return b.assemble(b.t3 @ m @ b.t3.T)
-    return _by_slices(b, lambda left: b.t1 @ left @ b.t1.T,
-                      lambda lt, right: b.t3 @ _point_sum(lt, b.t2 @ right @ b.t2.T) @ b.t3.T)
+        return b.assemble(b.t3 @ store(m) @ b.t3.T)
+    return _by_slices(b, lambda left: store(b.t1 @ left @ b.t1.T),
+                      lambda lt, right: b.t3 @ store(_point_sum(lt, store(b.t2 @ right @ b.t2.T))) @ b.t3.T)
+
+
+def _store(v, stored):
+    """``v`` rounded to the type ``stored`` (to nearest, as a conversion does) and back; ``v`` where None."""
+    return v if stored is None else v.to(stored).to(v.dtype)
 
 
 def _point_sum(lt, rt):
@@ -360,10 +373,11 @@ def paddings(problem) -> tuple[tuple[int, int, int, int], tuple[int, int, int, i
     return (t, b, l, r), (kh - 1 - t, kh - 1 - b, kw - 1 - l, kw - 1 - r)
 
 
-def form(problem, x, w, dy, t: Transform, mats, operand_slice: int | None = None) -> Bilinear:
+def form(problem, x, w, dy, t: Transform, mats, operand_slice: int | None = None, stored=None) -> Bilinear:
     """``problem``'s computation by ``t`` as a :class:`Bilinear` (operands already in their type), its
-    left operand taken in slices of at most ``operand_slice`` elements (:attr:`Bilinear.operand_slice`)."""
-    return _form(problem, x, w, dy, t, mats)._replace(operand_slice=operand_slice)
+    left operand taken in slices of at most ``operand_slice`` elements (:attr:`Bilinear.operand_slice`),
+    its transformed tiles and sums stored in ``stored`` (:attr:`Bilinear.stored`)."""
+    return _form(problem, x, w, dy, t, mats)._replace(operand_slice=operand_slice, stored=stored)
 
 
 def _form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
@@ -380,12 +394,14 @@ def _form(problem, x, w, dy, t: Transform, mats) -> Bilinear:
     return b
 
 
-def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False, operand_slice: int | None = None):
+def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False, operand_slice: int | None = None,
+         stored=None):
     """``problem``'s result (fprop: y; dgrad: dx; wgrad: dw) by Winograd ``t``, in ``compute``
     (a torch dtype; float32 by default), returned in that type. ``absolute``: every matrix and
     operand replaced by its magnitude (the bound's magnitudes, :func:`magnitude`). Channels-last
     operands are accepted (the values are what count); the result is contiguous NCHW. ``operand_slice``:
-    :attr:`Bilinear.operand_slice`."""
+    :attr:`Bilinear.operand_slice`. ``stored``: a torch dtype the transformed tiles and their sums over
+    the channels are rounded to (a half-precision workspace, :attr:`Bilinear.stored`); None: kept in ``compute``."""
     import torch
 
     _refuse(problem, t)
@@ -398,7 +414,7 @@ def conv(problem, x, w, dy, t: Transform, compute=None, absolute: bool = False, 
         a = a.to(compute).contiguous()
         return a.abs() if absolute else a
 
-    return evaluate(form(problem, prep(x), prep(w), prep(dy), t, mats, operand_slice))
+    return evaluate(form(problem, prep(x), prep(w), prep(dy), t, mats, operand_slice, stored))
 
 
 def _refuse(problem, t: Transform) -> None:
@@ -697,13 +713,13 @@ def rounding_energy(b: Bilinear):
     the form's largest dimension (:func:`along_s`: wgrad), both in chunks of s (:func:`_energy_along_s`)."""
     if along_s(b):
         return b.assemble(_energy_along_s(b))
-    return _by_slices(b, lambda left: _transformed(left, b.t1),
-                      lambda left, right: _energy(left, _transformed(right, b.t2), b))
+    return _by_slices(b, lambda left: _transformed(left, b.t1, b.stored),
+                      lambda left, right: _energy(left, _transformed(right, b.t2, b.stored), b))
 
 
-def _transformed(x, t):
-    """(x's transformed tile, its second pass's energy (the larger over the orders), its first pass's
-    energy in each order)."""
+def _transformed(x, t, stored=None):
+    """(x's transformed tile, its second pass's energy (the larger over the orders, and the tile's rounding
+    to ``stored`` where it is stored in a narrower type), its first pass's energy in each order)."""
     import torch
 
     rows = t @ x                      # order A: t @ x first, then @ t^T
@@ -712,7 +728,20 @@ def _transformed(x, t):
     first_a = _dot_energy(t, x)       # entries of rows: (.., a, l)
     first_b = _right_energy(t, x)     # entries of cols: (.., l, a)
     second = torch.maximum(_right_energy(t, rows), _dot_energy(t, cols))
+    if stored is not None:  # one more rounding of each entry, where the second pass's last one is: the same weight
+        second += storage_energy(full, stored)
     return full, second, first_a, first_b
+
+
+def storage_energy(v, stored):
+    """Per entry of ``v``, the squared half-ulp of its rounding to the type ``stored`` (a torch dtype):
+    (u * the binade of |v|)^2, the binade at least the type's smallest normal (below it the spacing is
+    fixed). The energy of a workspace kept in half precision."""
+    import torch
+
+    info = torch.finfo(stored)
+    u = info.eps / 2  # the unit roundoff: 2^-11 (fp16), 2^-8 (bf16)
+    return _binade2(v).clamp_min_(float(info.tiny) ** 2).mul_(u * u)
 
 
 def _energy(left, right, b: Bilinear):
@@ -720,17 +749,19 @@ def _energy(left, right, b: Bilinear):
     lt, e_lt = left[:2]
     rt, e_rt = right[:2]
     inner = _sum_energy(lt, rt) + _point_sum(e_lt, rt * rt) + _point_sum(lt * lt, e_rt)
-    return _energy_of(inner, _first_passes(left, right, b), _point_sum(lt, rt), b.t3)
+    return _energy_of(inner, _first_passes(left, right, b), _point_sum(lt, rt), b.t3, b.stored)
 
 
-def _energy_of(inner, passes, m, t3):
+def _energy_of(inner, passes, m, t3, stored=None):
     """The energy (G, I, J, o, o) from its parts: ``inner``, the sum over s's and the transformed tiles'
     second passes' (G, I, J, a, a), through the output transform's squared coefficients; the first passes
     (:func:`_first_passes`), each side's larger order; the output transform's own roundings of the summed
-    products ``m``."""
+    products ``m``, and their rounding to ``stored`` where they are stored in a narrower type."""
     import torch
 
     q3 = t3 * t3
+    if stored is not None:
+        inner = inner + storage_energy(m, stored)
     return (q3 @ inner @ q3.T + torch.maximum(passes[0], passes[1]) + torch.maximum(passes[2], passes[3])
             + _output_energy(m, t3))
 
@@ -778,7 +809,7 @@ def _energy_along_s(b: Bilinear):
         m = part if m is None else m.add_(part)
     inner = passes = None
     for c in chunks:
-        left, right = _transformed(b.left[:, :, c], t1), _transformed(b.right[:, :, c], t2)
+        left, right = _transformed(b.left[:, :, c], t1, b.stored), _transformed(b.right[:, :, c], t2, b.stored)
         (lt, e_lt, *_), (rt, e_rt, *_) = left, right
         running.sweep(lt, rt)
         lt2, rt2 = lt * lt, rt * rt
@@ -786,7 +817,7 @@ def _energy_along_s(b: Bilinear):
         inner = part if inner is None else inner.add_(part)
         these = _first_passes(left, right, b)
         passes = these if passes is None else tuple(p.add_(q) for p, q in zip(passes, these))
-    return _energy_of(inner + FP32_U2 * running.energy().to(inner.device), passes, m, t3)
+    return _energy_of(inner + FP32_U2 * running.energy().to(inner.device), passes, m, t3, b.stored)
 
 
 def coefficient_error(problem, x, w, dy, t: Transform, operand_slice: int | None = None):
