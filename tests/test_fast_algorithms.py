@@ -589,7 +589,7 @@ def test_kept_bounds_give_way_to_a_check_that_needs_their_memory(monkeypatch):
     p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1")
     need = memory.estimate(p)
     free = [need - 1]  # too little, until the kept bounds go
-    monkeypatch.setattr(memory, "available_host", lambda: free[0])
+    monkeypatch.setattr(memory, "available_host", lambda need=None: free[0])
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda real=fast_bound.RECENT.release: free.__setitem__(0, need) or real() or 1)
     assert memory.require_room(p, {"cpu"}) == (need, None)
     free[0] = need - 1
@@ -608,7 +608,7 @@ def test_the_heap_s_freed_pages_are_handed_back_before_a_check_is_refused(monkey
     p = parse_descriptor("mb1ic8ih10oc8oh10kh3ph1")
     need = memory.estimate(p)
     free = [need - 1]
-    monkeypatch.setattr(memory, "available_host", lambda: free[0])
+    monkeypatch.setattr(memory, "available_host", lambda need=None: free[0])
     monkeypatch.setattr(fast_bound.RECENT, "release", lambda: 0)  # nothing kept
     monkeypatch.setattr(memory, "return_freed_heap", lambda: free.__setitem__(0, need) or True)
     assert memory.require_room(p, {"cpu"}) == (need, None)
@@ -737,7 +737,25 @@ def test_only_a_large_left_operand_is_offered_smaller_slices(monkeypatch):
     assert sizes == [2 ** 23, 2 ** 22]
     bytes_ = [memory.winograd_bytes(conv4_2, 6, size) for size in [None, *sizes]]
     assert bytes_ == sorted(bytes_, reverse=True) and len(set(bytes_)) == 3
-    monkeypatch.setattr(memory, "available_host", lambda: None)  # the given limit alone, whatever this host has
+    monkeypatch.setattr(memory, "available_host", lambda need=None: None)  # the given limit alone, whatever this host has
     room = memory.estimate(conv4_2, None, f6, sizes[1], data="random")  # exactly what the second size needs
     assert memory.operand_slice_to_fit(conv4_2, ("cpu",), room, None, f6, "random") == sizes[1]
     assert memory.operand_slice_to_fit(conv4_2, ("cpu",), 1, None, f6, "random") == sizes[-1]  # nothing fits: the smallest
+
+
+def test_a_small_check_reuses_a_fresh_reading_of_the_available_memory(monkeypatch):
+    """A sweep of small layers reads /proc/meminfo once a second, not once a check; a check needing more than a
+    sixty-fourth of the last reading, or a caller that names no need, reads it again."""
+    from convcheck.check import memory
+
+    reads = []
+    monkeypatch.setattr(memory, "_read_available_host", lambda: reads.append(1) or 2 ** 34)
+    monkeypatch.setattr(memory, "_HOST_READ", [None])
+    assert memory.available_host(need=1) == 2 ** 34 and len(reads) == 1  # nothing read yet: read
+    assert memory.available_host(need=2 ** 20) == 2 ** 34 and len(reads) == 1  # small, and the reading fresh
+    memory.available_host(need=2 ** 30)  # a sixteenth of what is available: read again
+    memory.available_host()
+    assert len(reads) == 3
+    monkeypatch.setattr(memory, "SMALL_NEED_AGE_S", 0.0)  # a stale reading is read again
+    memory.available_host(need=1)
+    assert len(reads) == 4

@@ -102,7 +102,7 @@ def test_jobs_are_capped_at_the_problems_and_refused_where_their_memory_cannot_f
     said = []
     assert sweep.worker_count(8, 3, said.append) == 3
     assert bool(said) == (3 > (os.cpu_count() or 1))  # more workers than cores is said
-    monkeypatch.setattr(memory, "available_host", lambda: 4 * sweep.WORKER_BYTES)
+    monkeypatch.setattr(memory, "available_host", lambda need=None: 4 * sweep.WORKER_BYTES)
     with pytest.raises(BadInput, match="workers need about .* give fewer"):
         sweep.worker_count(100, 1000)
     out = tmp_path / "r.jsonl"

@@ -48,7 +48,8 @@ FAMILIES = {
     "products": "each product rounded to the tensor type before an fp32 sum: a kernel that multiplies in half "
                 "precision and adds in fp32 (a vectorised half-precision multiply with a widening add)",
     "autocast": "the operands and the output in a narrower type: torch.autocast (bf16 on the CPU, fp16 on CUDA), a "
-                "mixed-precision policy, or a model cast to half precision",
+                "mixed-precision policy, a model cast to half precision, or a runtime's inference precision "
+                "(OpenVINO's INFERENCE_PRECISION_HINT bf16)",
     "bias": "the bias wrong: missing, added twice, or broadcast along another axis",
     "activation": "the activation applied where the problem has none, or left out where it has one",
     "algorithm": "a fast algorithm (Winograd, FFT): transformed arithmetic, correct within its own error bound; "
@@ -178,9 +179,13 @@ def _rounding(problem, inputs, ours, ref):
 
 
 def _own_narrow(problem):
-    """The narrow types a cause of ``problem`` may be in: the check's own where it is fp16 or bf16 (a cause is
-    offered in terms of the check's types: no fp16 store on a bf16 check), else both."""
-    return [n for n in NARROW if problem.dtype not in ("fp16", "bf16") or n[0] == problem.dtype]
+    """The narrow types a cause of ``problem`` may be in: on an fp32 check both; on an fp16 or bf16 check its own
+    type and a coarser one (bf16, with 8 significant bits, on an fp16 check: a runtime that infers in bf16), never
+    a finer one (fp16 on a bf16 check holds every bf16 sum's rounding: it would fit without being what ran)."""
+    if problem.dtype not in ("fp16", "bf16"):
+        return list(NARROW)
+    own = next(u for name, u, _ in NARROW if name == problem.dtype)
+    return [n for n in NARROW if n[1] >= own]
 
 
 def _output(problem, inputs, ours, ref):
@@ -192,12 +197,14 @@ def _output(problem, inputs, ours, ref):
 
 
 def _autocast(problem, inputs, ours, ref):
-    """Both operands rounded to fp16 or bf16 and the output stored in that type (an fp32 check): what
-    torch.autocast computes, two roundings no single cause of the catalogue makes together."""
-    if problem.dtype not in ("fp32", "tf32"):
-        return
+    """Both operands rounded to fp16 or bf16 and the output stored in that type: what torch.autocast computes of
+    an fp32 call, and a runtime inferring in bf16 of an fp16 model (OpenVINO's CPU plugin as shipped), two
+    roundings no single cause of the catalogue makes together."""
+    storage = dtypes.get(problem.dtype).storage
     roles = OPERANDS[problem.direction]
-    for name, u, tname in NARROW:
+    for name, u, tname in _own_narrow(problem):
+        if tname == storage:
+            continue  # the check's own type: its operands and output are in it already
         rnd = dict(ROUNDINGS)[name]
         rounded = {r: rnd(getattr(inputs, r)) for r in roles}
         if not any(_changed(rounded[r], getattr(inputs, r)) for r in roles):
@@ -211,7 +218,7 @@ def _products(problem, inputs, ours, ref):
     """Each product rounded to the tensor type, then an fp32 sum: a plain fprop in fp16 or bf16."""
     if problem.direction != "fprop" or problem.fuse or problem.dtype not in ("fp16", "bf16"):
         return
-    ((name, _, tname),) = _own_narrow(problem)
+    ((name, _, tname),) = [n for n in NARROW if n[0] == problem.dtype]
     yield Cause("products", f"each product rounded to {name}, then summed in fp32", problem, inputs,
                 compute=_rounded_products(tname), detail={"type": name})
 

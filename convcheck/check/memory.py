@@ -204,8 +204,32 @@ def return_freed_heap() -> bool:
     return bool(trim(0))
 
 
-def available_host() -> int | None:
-    """Memory the kernel says is available now (MemAvailable), else None."""
+#: The last reading of :func:`available_host`: (monotonic seconds, bytes).
+_HOST_READ: list = [None]
+#: A check that needs less than this fraction of the memory last read as available, read at most
+#: :data:`SMALL_NEED_AGE_S` ago, is not worth reading /proc/meminfo again for (a sweep of small layers
+#: would read it for every check: 24 us of a check of a millisecond).
+SMALL_NEED_FRACTION = 1 / 64
+SMALL_NEED_AGE_S = 1.0
+
+
+def available_host(need: int | None = None) -> int | None:
+    """Memory the kernel says is available now (MemAvailable), else None. ``need``: what the caller is about
+    to ask for; where it is a small fraction of a reading under a second old (:data:`SMALL_NEED_FRACTION`),
+    that reading."""
+    import time
+
+    last = _HOST_READ[0]
+    if need is not None and last is not None and time.monotonic() - last[0] < SMALL_NEED_AGE_S \
+            and need < SMALL_NEED_FRACTION * last[1]:
+        return last[1]
+    found = _read_available_host()
+    if found is not None:
+        _HOST_READ[0] = (time.monotonic(), found)
+    return found
+
+
+def _read_available_host() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
@@ -267,11 +291,11 @@ class TooLarge(BadInput):
     """The problem would not fit in memory: refused before anything is allocated."""
 
 
-def _limits(devices, max_memory: int | None) -> list[tuple[int, str]]:
+def _limits(devices, max_memory: int | None, need: int | None = None) -> list[tuple[int, str]]:
     limits = []
     if max_memory is not None:
         limits.append((max_memory, "the given memory limit"))
-    host = available_host()  # the host always holds the fill and, on the CPU path, everything
+    host = available_host(need)  # the host always holds the fill and, on the CPU path, everything
     if host is not None:
         limits.append((host, "available host memory"))
     if "cuda" in devices:
@@ -292,7 +316,7 @@ def require_fits(problem, devices=("cpu",), max_memory: int | None = None, refer
     """Raise :class:`TooLarge` naming the bytes when ``problem`` would not fit; returns the estimate
     (:func:`estimate`; ``data``: "random" or "given")."""
     need = estimate(problem, reference, algorithm, operand_slice, devices, data)
-    for limit, what in _limits(devices, max_memory):
+    for limit, what in _limits(devices, max_memory, need):
         if need > limit:
             sliced = (f" with its Winograd bound's operand in slices of {operand_slice} elements, the smallest"
                       if operand_slice else "")

@@ -119,7 +119,7 @@ def report_text(result: CheckResult) -> str:
         lines.append(padding_line(p))
     for note in result.notes:
         lines.append(f"note      {note}")
-    built = (f"CPU build (no CUDA, no cuDNN)" if v.get("torch_cuda") in (None, "None") else
+    built = ("CPU build (no CUDA, no cuDNN)" if v.get("torch_cuda") in (None, "None") else
              f"built against CUDA {v.get('torch_cuda')}, cuDNN {v.get('cudnn (torch)')}")
     lines.append(f"versions  torch {v.get('torch')}, {built}; {_frontend_text(v)}; numpy {v.get('numpy')}")
     if v.get("gpu"):
