@@ -230,6 +230,26 @@ def test_a_winograd_kernel_with_its_transforms_in_the_tensor_type_is_named(desc,
     assert run_spec(CheckSpec(problem=p, backend=fp32_transforms, device="cpu")).status == "passed"
 
 
+def _fft_conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    from convcheck.numerics import fft
+    from convcheck.problem.descriptor import ConvProblem
+
+    pad = tuple(padding) if isinstance(padding, (tuple, list)) else (padding, padding)
+    p = ConvProblem(mb=x.shape[0], ic=x.shape[1], oc=w.shape[0], input=tuple(x.shape[2:]), kernel=tuple(w.shape[2:]),
+                    pad_pre=pad, pad_post=pad, groups=groups, direction="fprop")
+    return fft.conv(p, x.float(), w.float(), None).to(x.dtype)
+
+
+@pytest.mark.parametrize("desc", ["mb2ic16ih14oc16oh14kh3ph1", "g2mb2ic16ih12oc8oh12kh3ph1", "mb1ic32ih20oc16oh20kh5ph2"])
+def test_an_fft_s_answer_is_named_fft_and_no_winograd(desc):
+    """An FFT convolution's error is the same at every position of a Winograd tile: within a Winograd bound
+    perhaps, but not shaped as Winograd's (diagnose.tile_profile): the FFT alone is named."""
+    backend = user_function.register(_fft_conv)
+    result = run_spec(CheckSpec(problem=parse_descriptor(desc), backend=backend, device="cpu", diagnose=None))
+    assert _first(result).what.startswith("fft:"), result.diagnosis.cause.what
+    assert [e.what[:4] for e in result.diagnosis.explanations] == ["fft:"]
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_noise_within_a_half_precision_winograd_bound_is_not_named_winograd(dtype):
     """1% noise on a 3x3 layer lies within the bound of F(4,3) or F(6,3) with a bf16 workspace, yet its error

@@ -641,7 +641,7 @@ def _run_sweep(items, options, out, resume, quiet, on_record, executor, retry_cr
     summary = SweepSummary()
     todo = []
     for i, item in enumerate(items, 1):
-        if item.problem is not None and record_key(_identity(item, options)) in skip:
+        if skip and item.problem is not None and record_key(_identity(item, options)) in skip:
             summary.counts["skipped"] += 1
         else:
             todo.append((i, item))
