@@ -483,10 +483,15 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 #: How long the libraries' idle threads spin, in convcheck's own workers only (never in a process that
 #: imports convcheck: a library leaves its host as it found it). A check alternates NumPy's OpenBLAS pool
 #: (the float64 reference) and torch's OpenMP pool (the convolution under test, the comparison) on the
-#: same cores; each pool's threads spin after their call while the other's wait for a core. Short spins
-#: suit a worker that switches pools every few milliseconds on an idle machine. A value the user set is kept.
+#: same cores; each pool's threads spin after their call while the other's wait for a core. OpenBLAS sleeps
+#: after 2^4 cycles (not 2^28). libgomp spins 10000 rounds, some microseconds: enough for one convolution's
+#: back-to-back parallel regions, not enough to keep a core from the reference or the supervisor. Measured
+#: (benchmarks/sweep_throughput.py, 2-core Xeon, two runs each, sweep wall over the untouched peers): the
+#: 1944 depthwise problems 3.73/3.73 with 0 (every region wakes its threads again), 3.45/3.31 with 10000,
+#: 4.08 with libgomp's 300000 (the spinning threads took the supervisor's core); ResNet-50 at batch 8
+#: 1.27/1.16, 1.12/1.16 and 1.28/1.20 (300000 slows the reference beside it). A value the user set is kept.
 SPIN_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "4",  # OpenBLAS: sleep after 2^4 cycles, not 2^28
-                  "GOMP_SPINCOUNT": "0"}  # libgomp (torch's OpenMP): yield the core at once
+                  "GOMP_SPINCOUNT": "10000"}  # libgomp (torch's OpenMP): spin some microseconds, then sleep
 
 
 _SHARED: dict = {}
