@@ -174,7 +174,7 @@ def test_the_form_in_operand_slices_is_the_form_whole(direction, monkeypatch):
     assert torch.allclose(W.rounding_energy(given), energy, rtol=1e-13, atol=0)
     transformed = W._transformed
     lefts = []
-    monkeypatch.setattr(W, "_transformed", lambda x, t: lefts.append(x.shape[1]) or transformed(x, t))
+    monkeypatch.setattr(W, "_transformed", lambda x, t, stored=None: lefts.append(x.shape[1]) or transformed(x, t, stored))
     monkeypatch.setattr(W, "OPERAND_SLICE_ELEMENTS", 1)  # one i a slice
     monkeypatch.setattr(W, "ENERGY_SLICE_ELEMENTS", 1)  # and one j
     j_n = b.right.shape[1]

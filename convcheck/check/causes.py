@@ -353,8 +353,11 @@ def _accumulation(problem, inputs, ours, ref):
         return  # the running sum of the plain convolution (an epilogue after it is its own stage)
     axis, total = faults.reduced_axis(problem)
     shared: dict = {}
+    # a half-precision check's own type only: a running sum coarser than its operands is no kernel's (two
+    # convolutions a block: the dearest single family)
+    narrow = [n for n in _own_narrow(problem) if problem.dtype not in ("fp16", "bf16") or n[0] == problem.dtype]
     for size in _sizes(total):  # the fewest blocks (the cheapest) first
-        for name, u, tname in _own_narrow(problem):
+        for name, u, tname in narrow:
             yield Cause("accumulation", f"the running sum kept in {name} between blocks of {size} {axis}", problem,
                         inputs, compute=_accumulator(tname, size, _channel_blocks(problem, inputs, total), shared),
                         detail={"type": name, "block": size, "axis": axis})
@@ -365,7 +368,7 @@ def _accumulation(problem, inputs, ours, ref):
     for size in _sizes(k_total, MIN_GEMM_BLOCK):
         if size % taps == 0 and (size // taps) & (size // taps - 1) == 0:
             continue  # whole channels, a power of two of them: tested above
-        for name, u, tname in _own_narrow(problem):
+        for name, u, tname in narrow:
             yield Cause("accumulation", f"the running sum kept in {name} every {size} terms of the (input channel, "
                         "kernel position) reduction, as an im2col GEMM splits it", problem, inputs,
                         compute=_accumulator(tname, size, _gemm_blocks(problem, inputs), gemm),
