@@ -11,6 +11,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CASES = Path(os.environ.get("CONVCHECK_CASES", REPO / "cases" / "benchdnn"))
 
+# The suite runs in two processes on a machine's cores (README: pytest -n 2), each running torch's small
+# convolutions in its own process and its workers: torch's OpenMP threads spinning after each call in one
+# process starve the other's (two of the pair-screen tests: 28 s with libgomp's default spin, 6 s without).
+# The suite's processes, not convcheck's: a value set from outside is kept, and the tests of convcheck's own
+# spin settings (tests/test_host_process.py) set theirs. Read by libgomp when torch loads, after this.
+os.environ.setdefault("GOMP_SPINCOUNT", "0")
+
 
 def _gpu_reason() -> str | None:
     from convcheck.check import backends
