@@ -384,6 +384,35 @@ def test_a_fast_algorithm_record_has_a_one_file_reproducer_with_its_allowance_be
         assert ran.returncode == 3 and "not those" in ran.stdout, ran.stdout + ran.stderr
 
 
+def test_a_half_precision_winograd_record_has_a_reproducer_that_says_the_check_s_verdict(tmp_path):
+    """A check declared ``winograd:4@fp16``: its reproducer's allowance, from the parts convcheck saved beside it,
+    is the stored workspace's, and its verdict and largest error/bound are the check's."""
+    import re
+
+    fn = tmp_path / "wino16.py"
+    fn.write_text(
+        "import torch\n"
+        "from convcheck.numerics import winograd\n"
+        "from convcheck.problem.descriptor import ConvProblem\n\n\n"
+        "def conv2d(x, w, bias=None, stride=1, padding=1, dilation=1, groups=1):\n"
+        "    p = ConvProblem(mb=x.shape[0], ic=x.shape[1], oc=w.shape[0], input=tuple(x.shape[2:]), kernel=(3, 3),\n"
+        "                    pad_pre=(1, 1), pad_post=(1, 1), groups=groups)\n"
+        "    t = winograd.published(4, 3, 'lavin')\n"
+        "    return winograd.conv(p, x.float(), w.float(), None, t, stored=torch.float16).to(x.dtype)\n")
+    p = parse_descriptor("mb2ic8ih10oc12oh10kh3ph1", dtype="fp16")
+    r = run_check(p, backend=f"{fn}:conv2d", reference="numpy", device="cpu", algorithm="winograd:4@fp16")
+    assert r.status == "passed" and r.record()["algorithm"] == "winograd:4@fp16"
+    records = tmp_path / "w.jsonl"
+    records.write_text(json.dumps(r.record()) + "\n")
+    script = tmp_path / "r16.py"
+    done = _cli("repro", str(records), "--index", "1", "--out", str(script))
+    assert done.returncode == 0, done.stderr
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and "PASS" in ran.stdout and "rounding to fp16" in ran.stdout, ran.stdout + ran.stderr
+    said = float(re.search(r"largest error/bound ([0-9.e+-]+)", ran.stdout).group(1))
+    assert said == pytest.approx(r.comparison.max_ratio, rel=5e-3)
+
+
 @pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
 def test_the_fast_bounds_hold_on_the_exact_fill_too(direction):
     """A check of every cuDNN plan draws the exact fill once for all plans (few-bit values, so a direct
