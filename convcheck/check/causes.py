@@ -179,9 +179,16 @@ def _rounding(problem, inputs, ours, ref):
 
 
 def _own_narrow(problem):
-    """The narrow types a cause of ``problem`` may be in: on an fp32 check both; on an fp16 or bf16 check its own
-    type and a coarser one (bf16, with 8 significant bits, on an fp16 check: a runtime that infers in bf16), never
-    a finer one (fp16 on a bf16 check holds every bf16 sum's rounding: it would fit without being what ran)."""
+    """The narrow types a running sum or a product of ``problem`` may be kept in: the check's own where it is
+    fp16 or bf16 (a running sum coarser than its operands is no kernel's), else both."""
+    return [n for n in NARROW if problem.dtype not in ("fp16", "bf16") or n[0] == problem.dtype]
+
+
+def _own_or_coarser(problem):
+    """The narrow types operands or an output of ``problem`` may have been rounded to: on an fp32 check both; on
+    an fp16 or bf16 check its own type and a coarser one (bf16, with 8 significant bits, on an fp16 check: a
+    runtime that infers in bf16), never a finer one (fp16 on a bf16 check holds every bf16 sum's rounding: it
+    would fit without being what ran)."""
     if problem.dtype not in ("fp16", "bf16"):
         return list(NARROW)
     own = next(u for name, u, _ in NARROW if name == problem.dtype)
@@ -190,7 +197,7 @@ def _own_narrow(problem):
 
 def _output(problem, inputs, ours, ref):
     storage = dtypes.get(problem.dtype).storage
-    for name, u, tname in _own_narrow(problem):
+    for name, u, tname in _own_or_coarser(problem):
         if tname == storage:
             continue
         yield Cause("output", f"the output stored in {name}", problem, inputs, rounded_to=tname, detail={"type": name})
@@ -202,7 +209,7 @@ def _autocast(problem, inputs, ours, ref):
     roundings no single cause of the catalogue makes together."""
     storage = dtypes.get(problem.dtype).storage
     roles = OPERANDS[problem.direction]
-    for name, u, tname in _own_narrow(problem):
+    for name, u, tname in _own_or_coarser(problem):
         if tname == storage:
             continue  # the check's own type: its operands and output are in it already
         rnd = dict(ROUNDINGS)[name]
@@ -218,7 +225,7 @@ def _products(problem, inputs, ours, ref):
     """Each product rounded to the tensor type, then an fp32 sum: a plain fprop in fp16 or bf16."""
     if problem.direction != "fprop" or problem.fuse or problem.dtype not in ("fp16", "bf16"):
         return
-    ((name, _, tname),) = [n for n in NARROW if n[0] == problem.dtype]
+    ((name, _, tname),) = _own_narrow(problem)
     yield Cause("products", f"each product rounded to {name}, then summed in fp32", problem, inputs,
                 compute=_rounded_products(tname), detail={"type": name})
 
@@ -353,11 +360,8 @@ def _accumulation(problem, inputs, ours, ref):
         return  # the running sum of the plain convolution (an epilogue after it is its own stage)
     axis, total = faults.reduced_axis(problem)
     shared: dict = {}
-    # a half-precision check's own type only: a running sum coarser than its operands is no kernel's (two
-    # convolutions a block: the dearest single family)
-    narrow = [n for n in _own_narrow(problem) if problem.dtype not in ("fp16", "bf16") or n[0] == problem.dtype]
     for size in _sizes(total):  # the fewest blocks (the cheapest) first
-        for name, u, tname in narrow:
+        for name, u, tname in _own_narrow(problem):
             yield Cause("accumulation", f"the running sum kept in {name} between blocks of {size} {axis}", problem,
                         inputs, compute=_accumulator(tname, size, _channel_blocks(problem, inputs, total), shared),
                         detail={"type": name, "block": size, "axis": axis})
@@ -368,7 +372,7 @@ def _accumulation(problem, inputs, ours, ref):
     for size in _sizes(k_total, MIN_GEMM_BLOCK):
         if size % taps == 0 and (size // taps) & (size // taps - 1) == 0:
             continue  # whole channels, a power of two of them: tested above
-        for name, u, tname in narrow:
+        for name, u, tname in _own_narrow(problem):
             yield Cause("accumulation", f"the running sum kept in {name} every {size} terms of the (input channel, "
                         "kernel position) reduction, as an im2col GEMM splits it", problem, inputs,
                         compute=_accumulator(tname, size, _gemm_blocks(problem, inputs), gemm),

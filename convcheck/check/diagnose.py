@@ -209,7 +209,7 @@ class _Judge:
         self._mags = None  # (cause, its magnitudes): the last cause's
         self._answers: dict = {}  # id(cause) -> (cause, its answer)
         self._border = None
-        self._reach: dict = {}  # (id(change), type, operands) -> whether a pair of them can explain the output
+        self._reach: dict = {}  # (id(change), type, operands, output type) -> whether such a pair can explain it
         self._changes: dict = {}  # id(change) -> (change, what within_reach needs of it)
         self._rho: dict = {}  # (id(change), type, operand) -> the rounding's largest relative change there
 
@@ -318,9 +318,9 @@ class _Judge:
                 else:
                     reach = facts["A"] * (grow + FLOAT64_SLACK) + facts["allowed"]
                     if pair.rounded_to is not None:  # the output rounded too: by at most u of what it rounds
-                        import torch
+                        from .causes import NARROW
 
-                        u = torch.finfo(getattr(torch, pair.rounded_to)).eps / 2
+                        u = next(u for _, u, tname in NARROW if tname == pair.rounded_to)
                         reach = reach + u * (facts["abs"] + reach) * (1 + 1e-9)
                     near = (facts["distance"] <= reach) | facts["open"]
                     self._reach[key] = (int(near.sum()) > facts["correct"]
