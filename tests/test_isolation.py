@@ -246,6 +246,44 @@ def test_a_crash_in_one_of_many_plans_names_the_plan():
     assert record_key(_identity(item, options)) in keys_of([rec])
 
 
+def test_small_tasks_go_out_together_and_a_crash_among_them_blames_the_one_running():
+    """Small tasks go to a worker several to a message, and the worker says nothing between them
+    (its board says which one it began and where it is): a segfault in the fifth of eight blames the
+    fifth, with its plan; the four before it answered, the three after it run in a fresh worker."""
+    from collections import deque
+
+    from convcheck.campaign.workers import BATCH_TASKS, DEPTH, Supervisor, Task, _batch
+
+    tasks = [Task(i, "operator:add", (i, 1), 60) for i in range(8)]
+    tasks[4] = Task(4, "tests.crashers:plans_then_segfault", (3, 1), 60)
+    assert len(_batch([], deque(tasks))) == 8  # one message
+    big = [Task(i, "operator:add", (i, 1), 60, cost=1e9) for i in range(4)]
+    assert len(_batch([], deque(big))) == DEPTH  # large ones: the one running and the next
+    assert len(_batch([], deque(Task(i, "operator:add", (i, 1)) for i in range(40)))) == BATCH_TASKS
+    with Supervisor(1) as sup:
+        outs = {o.tag: o for o in sup.run(tasks)}
+    crashed = outs.pop(4)
+    assert crashed.status == "crashed" and crashed.signal == "SIGSEGV"
+    assert (crashed.stage, crashed.plan) == ("execute", "plan1")
+    assert {o.status for o in outs.values()} == {"done"} and {t: o.value for t, o in outs.items()} == {
+        i: i + 1 for i in (0, 1, 2, 3, 5, 6, 7)}
+    before, after = {outs[i].worker["pid"] for i in range(4)}, {outs[i].worker["pid"] for i in (5, 6, 7)}
+    assert len(before) == len(after) == 1 and before != after and crashed.worker["pid"] in before
+
+
+def test_a_task_that_runs_past_its_limit_among_small_ones_is_the_one_timed_out():
+    """The time limit counts from when the worker began the task (its board), not from when it was sent."""
+    from convcheck.campaign.workers import Supervisor, Task
+
+    tasks = [Task(0, "time:sleep", (0.3,), 5), Task(1, "time:sleep", (0.3,), 5), Task(2, "time:sleep", (30,), 1.0),
+             Task(3, "operator:add", (1, 2), 5)]
+    start = time.perf_counter()
+    with Supervisor(1) as sup:
+        outs = {o.tag: o for o in sup.run(tasks)}
+    assert [outs[i].status for i in range(4)] == ["done", "done", "timeout", "done"] and outs[3].value == 3
+    assert 0.9 < outs[2].seconds < 3 and time.perf_counter() - start < 30
+
+
 def _worker_pids(parent: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):

@@ -3,7 +3,7 @@
 A check announces each stage as it enters it (``enter("execute", plan="...")``). Nothing
 is kept but the latest, and by default nothing else happens: the call costs a
 few hundred nanoseconds. A supervised worker (:mod:`convcheck.campaign.workers`) sets a listener
-that sends each announcement to its supervisor before the stage runs, so that when the
+that writes each announcement on memory it shares with its supervisor before the stage runs, so that when the
 code under test kills the process (a segfault in a kernel, ``os._exit``, the OOM killer)
 or hangs, the record can say in which stage, and in which cuDNN plan, it happened.
 

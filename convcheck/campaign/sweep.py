@@ -384,18 +384,22 @@ TIMEOUT_BASE_S = 60.0
 SLOWEST_MACS_PER_S = 2e7
 
 
+def work(item: Item, options: SweepOptions) -> float:
+    """The multiply-adds of ``item``'s check: its problem's, once per convolution a check may run
+    (under test, reference, magnitudes), ten times that for every plan with ``all_engines``."""
+    p = item.problem
+    if p is None:
+        return 0.0
+    return 3 * math.prod(p.result_shape) * p.accumulation_depth * (10 if options.all_engines else 1)
+
+
 def time_limit(item: Item, options: SweepOptions) -> float | None:
     """Seconds the check of ``item`` may run before it is a ``timeout``: ``options.timeout``
     (0: no limit), or by default scaled to the problem's size (every plan of it with
     ``all_engines``: ten times as long)."""
     if options.timeout is not None:
         return options.timeout or None
-    p = item.problem
-    if p is None:
-        return TIMEOUT_BASE_S
-    macs = math.prod(p.result_shape) * p.accumulation_depth
-    seconds = TIMEOUT_BASE_S + 3 * macs / SLOWEST_MACS_PER_S
-    return seconds * (10 if options.all_engines else 1)
+    return (TIMEOUT_BASE_S * (10 if options.all_engines else 1)) + work(item, options) / SLOWEST_MACS_PER_S
 
 
 def _records_fault(recs) -> str | None:
@@ -459,7 +463,7 @@ class SupervisedExecutor:
         from .workers import Task
 
         tasks = [Task((i, item, options), "convcheck.campaign.sweep:check_item", (item, options), time_limit(item, options),
-                      label=under_test_label(options.backend)) for i, item, options in todo]
+                      label=under_test_label(options.backend), cost=work(item, options)) for i, item, options in todo]
         sup = self.supervisor
         try:
             for out in sup.run(tasks, stop, fault_in=_records_fault):

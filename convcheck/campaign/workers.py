@@ -11,8 +11,9 @@ fails). So a command that runs checks never runs them in its own process: a
   parent for the rest). The supervisor itself never runs a check, so it never creates a
   CUDA context. A small process stands between the supervisor and each worker proper (forked
   before any import): a function that signals its parent reaches it, not the supervisor.
-- A worker announces each stage of its check before it runs (:mod:`convcheck.base.stages`), so
-  when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
+- A worker writes which task it began, when, and each stage of its check before the stage runs
+  (:mod:`convcheck.base.stages`) on a small board of memory it shares with its supervisor (:class:`Board`),
+  so when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
   signal or exit code, the stage and the cuDNN plan. A task that runs past its time limit
   is ``timeout``: its worker is killed, with its process group and every process still descended
   from it (one the code under test detached with setsid too: :func:`descendants`). A worker whose CUDA
@@ -21,14 +22,16 @@ fails). So a command that runs checks never runs them in its own process: a
   a task is blamed only for what happened while it alone ran in its worker (a worker runs
   one task at a time).
 - A worker is reused until it fails: starting one costs a Python start and the imports
-  (about 2-3 s for torch on a small CPU machine), a task costs two small messages and one
-  per stage.
+  (about 2-3 s for torch on a small CPU machine). A task costs one message back, and a share of
+  one message out: small tasks go out several to a message (:func:`_batch`), and a worker runs them
+  in order, one at a time, so the one it began and has not answered is the one running.
 
 The protocol, over a socket pair (``multiprocessing.connection``: pickled messages):
-supervisor -> worker ``boot`` dict, then ``(function "module:name", args)`` per task, ``None``
-to end; worker -> supervisor ``("ready", pid)``, ``("stage", stage, plan)``, then one of
-``("done", value, fault)``, ``("raised", exception or None, text, stage, plan)``,
-``("exited", code, stage, plan)`` (``sys.exit`` inside the task); and, while a task runs, what it
+supervisor -> worker ``boot`` dict, then ``([(function "module:name", args), ...], functions)`` per batch
+of tasks, ``None`` to end; worker -> supervisor ``("ready", pid)``, then for each task one of
+``("done", value, fault, stage, plan)``, ``("raised", exception or None, text, stage, plan)``,
+``("exited", code, stage, plan)`` (``sys.exit`` inside the task), ``("skipped",)`` (the supervisor
+is stopping: the task was not begun); and, while a task runs, what it
 writes to ``sys.stdout`` / ``sys.stderr`` as ``("out", 1 or 2, text)``, which the supervisor writes to
 its own (so a command's output goes where the command's caller looks: a terminal, a notebook's cell, a
 test's capture). What native code writes to the file descriptors goes where the worker's point.
@@ -37,11 +40,14 @@ test's capture). What native code writes to the file descriptors goes where the 
 from __future__ import annotations
 
 import importlib
+import mmap
 import os
 import pickle
 import signal
 import socket
+import struct
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -50,6 +56,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
 from ..base.errors import ConvCheckError, NotAvailableHere
+from ..base.stages import STAGES as STAGE_NAMES
+
+STAGE_CODES = {name: code for code, name in enumerate(STAGE_NAMES)}
 
 #: How long a starting worker may take to import torch and NumPy and say it is ready.
 START_LIMIT_S = 180.0
@@ -83,6 +92,7 @@ class Task:
     args: tuple = ()
     timeout_s: float | None = None  # None: no limit
     label: str = ""  # what runs, for messages
+    cost: float = 0.0  # its work, in any unit the caller keeps to (a convolution's multiply-adds): see _batch
 
 
 @dataclass
@@ -139,21 +149,127 @@ def sticky_fault(texts) -> str | None:
     return None
 
 
-#: Tasks a worker holds at once: the one it runs and the next, so that it starts the next
-#: while the supervisor writes the last one's records (its blame stays with the one running).
+#: Tasks a worker holds at once: at least two (the one it runs and the next, so that it starts the next
+#: while the supervisor writes the last one's records), up to :data:`BATCH_TASKS` while their cost stays
+#: within :data:`BATCH_COST` (small checks: one message carries several, and the supervisor wakes once a
+#: check, not once a stage). Blame stays exact: a worker runs its tasks one at a time, in order.
 DEPTH = 2
+BATCH_TASKS = 16
+#: Multiply-adds a worker holds beyond its first two tasks: some milliseconds of convolution on a CPU, so
+#: that a stop or the last tasks of a sweep never wait on much work queued in one worker.
+BATCH_COST = 5e7
+
+
+def _batch(held: list, queue: deque) -> list:
+    """The tasks of ``queue`` to send a worker that holds ``held`` now: none while it holds more than
+    half of what it may (a message then carries a batch, not one task), else up to the limits above."""
+    cost = sum(t.cost for t in held)
+    if len(held) >= DEPTH and (2 * len(held) > BATCH_TASKS or 2 * cost > BATCH_COST):
+        return []
+    out = []
+    while queue and len(held) + len(out) < BATCH_TASKS:
+        task = queue[0]
+        if len(held) + len(out) >= DEPTH and cost + task.cost > BATCH_COST:
+            break
+        out.append(queue.popleft())
+        cost += task.cost
+    return out
+
+
+class Board:
+    """What a worker is doing, in memory it shares with its supervisor: how many tasks it has begun, when
+    it began the last, and that task's stage and cuDNN plan; and, written by the supervisor, whether to
+    begin no more. A worker writes it at each task and stage without a message: a message per stage
+    woke the supervisor several times a check, and on a machine with few cores each wake-up took a core
+    from the check's own threads. The supervisor reads it when the worker dies or runs long.
+
+    A field is written before the count that makes it current (the task's start before its number, a
+    plan before its stage), so a reader never pairs a new count with an old start."""
+
+    # tasks begun, time.monotonic() of the last begin, its stage (-1: none yet), stop (0/1), plan's bytes
+    HEAD = struct.Struct("<QdiiI")
+    BEGUN, STARTED, STAGE, STOP, PLAN_SIZE = 0, 8, 16, 20, 24
+    PLAN = 1024
+    SIZE = HEAD.size + PLAN
+
+    def __init__(self, fd: int | None = None):
+        if fd is None:  # the supervisor's side: a new board
+            fd = _shared_file(self.SIZE)
+            self.fd, self.map = fd, mmap.mmap(fd, self.SIZE)
+            struct.pack_into("<i", self.map, self.STAGE, -1)
+        else:
+            self.fd, self.map = fd, mmap.mmap(fd, self.SIZE)
+
+    def begin(self) -> None:
+        """(worker) A task begins now, no stage entered yet."""
+        struct.pack_into("<di", self.map, self.STARTED, time.monotonic(), -1)
+        struct.pack_into("<Q", self.map, self.BEGUN, self.begun() + 1)
+
+    def enter(self, stage: str, plan: str | None) -> None:
+        """(worker) The running task's check enters ``stage`` (in cuDNN ``plan``)."""
+        text = (plan or "").encode("utf-8", "replace")[:self.PLAN]
+        self.map[self.HEAD.size:self.HEAD.size + len(text)] = text
+        struct.pack_into("<I", self.map, self.PLAN_SIZE, len(text))
+        struct.pack_into("<i", self.map, self.STAGE, STAGE_CODES.get(stage, -1))
+
+    def stopping(self) -> bool:
+        """(worker) Whether the supervisor asked that no more tasks begin."""
+        return struct.unpack_from("<i", self.map, self.STOP)[0] != 0
+
+    def stop(self) -> None:
+        """(supervisor) Begin no more tasks: each one held is answered ``skipped``."""
+        struct.pack_into("<i", self.map, self.STOP, 1)
+
+    def begun(self) -> int:
+        """Tasks begun so far."""
+        return struct.unpack_from("<Q", self.map, self.BEGUN)[0]
+
+    def started(self) -> float:
+        """time.monotonic() when the last task began (one clock for every process of the machine)."""
+        return struct.unpack_from("<d", self.map, self.STARTED)[0]
+
+    def __del__(self):
+        try:
+            self.map.close()
+            os.close(self.fd)
+        except (OSError, AttributeError, ValueError):
+            pass
+
+    def where(self) -> tuple[str | None, str | None]:
+        """(stage, plan) of the last task begun; (None, None) before its first stage."""
+        _, _, code, _, size = self.HEAD.unpack_from(self.map, 0)
+        if code < 0:
+            return None, None
+        plan = bytes(self.map[self.HEAD.size:self.HEAD.size + size]).decode("utf-8", "replace")
+        return STAGE_NAMES[code], plan or None
+
+
+
+def _shared_file(size: int) -> int:
+    """A file descriptor of ``size`` zeroed bytes no path names (a memfd on Linux, an unlinked
+    temporary file elsewhere), for a worker to inherit."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("convcheck-worker-board", 0)
+    else:
+        handle, path = tempfile.mkstemp(prefix="convcheck-board-")
+        os.unlink(path)
+        fd = handle
+    os.ftruncate(fd, size)
+    return fd
 
 
 class _Worker:
     """One worker process, as the supervisor sees it: the tasks sent to it, in order; the first
-    is running once the worker said it began it."""
+    is running once the worker's board counts more tasks begun than it has answered."""
 
     def __init__(self, number: int, boot: dict, env: dict):
         self.number = number
         ours, theirs = socket.socketpair()
-        cmd = [sys.executable, "-m", "convcheck.campaign.workers", str(theirs.fileno()), str(os.getpid())]
-        self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.board = Board()
+        cmd = [sys.executable, "-m", "convcheck.campaign.workers", str(theirs.fileno()), str(os.getpid()),
+               str(self.board.fd)]
+        self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(), self.board.fd), env=env,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = self.proc.pid  # the worker proper's, once it says it is ready (its parent stands between)
         theirs.close()
         self.conn = Connection(ours.detach())
@@ -162,9 +278,7 @@ class _Worker:
         self.born = time.monotonic()
         self.ready = False
         self.sent: deque[Task] = deque()
-        self.begun = False  # the first of ``sent`` is running
-        self.started = 0.0
-        self.stage: tuple = (None, None)
+        self.answered = 0  # tasks this worker answered (done, raised, exited or skipped), in order
         self.gpu = env.get("CUDA_VISIBLE_DEVICES") if boot.get("gpu") is not None else None
 
     @property
@@ -173,13 +287,22 @@ class _Worker:
 
     @property
     def running(self) -> Task | None:
-        return self.sent[0] if self.sent and self.begun else None
+        return self.sent[0] if self.sent and self.board.begun() > self.answered else None
 
-    def give(self, task: Task, functions: dict) -> None:
-        """Send ``task``; with it go the user functions registered since this worker started."""
+    @property
+    def started(self) -> float:
+        """When the running task began."""
+        return self.board.started()
+
+    @property
+    def stage(self) -> tuple[str | None, str | None]:
+        return self.board.where()
+
+    def give(self, tasks: list[Task], functions: dict) -> None:
+        """Send ``tasks`` in one message; with them go the user functions registered since this worker started."""
         new = {k: v for k, v in functions.items() if self.functions.get(k) != v}
-        self.conn.send((task.fn, task.args, new))
-        self.sent.append(task)
+        self.conn.send(([(t.fn, t.args) for t in tasks], new))
+        self.sent.extend(tasks)
         self.functions.update(new)
 
     def kill(self) -> int:
@@ -298,15 +421,16 @@ class Supervisor:
             w.kill()
             self.slots[w.number] = None
 
-    def _gone(self, w: _Worker, queue: deque) -> Task | None:
+    def _gone(self, w: _Worker, queue: deque, blame: bool = True) -> Task | None:
         """A worker is gone: its slot is freed, the tasks it held but had not begun go back to
-        the front of ``queue`` (they ran nowhere), and the one it was running is returned."""
+        the front of ``queue`` (they ran nowhere), and the one it was running is returned; with
+        ``blame`` False (this supervisor ended it, for what an earlier task left) that one goes back too."""
         if w is self.spare:
             self.spare = None
             return None
         self.slots[w.number] = None
         self.deaths += 1
-        blamed = w.running
+        blamed = w.running if blame else None
         waiting = list(w.sent)[1:] if blamed else list(w.sent)
         queue.extendleft(reversed(waiting))
         w.sent.clear()
@@ -352,22 +476,19 @@ class Supervisor:
             except (OSError, ValueError):  # the reader went away: the task's outcome still counts
                 pass
             return None
-        if kind == "stage":
-            w.stage = (msg[1], msg[2])
-            return None
-        if kind == "begin":
-            w.begun, w.started, w.stage = True, time.monotonic(), (None, None)
-            return None
         if kind == "ready":
             w.ready, w.pid = True, msg[1]
             self.failed_starts, self.started_any = 0, True
             return None
-        task, seconds = w.sent.popleft(), time.monotonic() - w.started
-        w.begun = False
+        task = w.sent.popleft()
+        w.answered += 1
+        if kind == "skipped":  # the supervisor is stopping: it never began
+            return None
+        seconds = time.monotonic() - w.started
         if kind == "done":
-            _, value, fault = msg
+            _, value, fault, stage, plan = msg
             return Outcome(task.tag, "done", value=value, fault=fault, seconds=seconds, worker=w.info,
-                           stage=w.stage[0], plan=w.stage[1])
+                           stage=stage, plan=plan)
         if kind == "exited":
             _, code, stage, plan = msg
             return Outcome(task.tag, "crashed", message=f"the code under test called sys.exit({code!r}) {where(stage, plan)}"
@@ -378,7 +499,7 @@ class Supervisor:
                        worker=w.info)
 
     def _feed(self, queue: deque, boots: list) -> None:
-        """Start workers where needed and keep each one holding :data:`DEPTH` tasks; ``boots``:
+        """Start workers where needed and keep each one holding tasks (:func:`_batch`); ``boots``:
         each slot's :meth:`_boot`, taken once per :meth:`run` (it copies the environment and
         pickles the registered functions)."""
         for i, w in enumerate(self.slots):
@@ -393,12 +514,12 @@ class Supervisor:
                 self.slots[i] = w
             if w is None:
                 self.slots[i] = w = _Worker(i, boot, env)
-            while w.ready and queue and len(w.sent) < DEPTH:
+            batch = _batch(list(w.sent), queue) if w.ready else []
+            if batch:
                 try:
-                    w.give(queue[0], boot["functions"])
+                    w.give(batch, boot["functions"])
                 except OSError:  # it died between two tasks: its connection says so next
-                    break
-                queue.popleft()
+                    queue.extendleft(reversed(batch))
         if self.deaths and self.spare is None and queue and not self.gpus:
             self.spare = _Worker(-1, *boots[0])
 
@@ -417,7 +538,11 @@ class Supervisor:
             stopping = stop is not None and stop.signum is not None
             if stopping:
                 queue.clear()
-                grace_until = grace_until or time.monotonic() + STOP_GRACE_S
+                if grace_until is None:
+                    grace_until = time.monotonic() + STOP_GRACE_S
+                    for w in self.slots:
+                        if w is not None:
+                            w.board.stop()  # the tasks a worker holds and has not begun: answered skipped
                 if not self.busy() or stop.hard or time.monotonic() > grace_until:
                     self.close()
                     return
@@ -443,9 +568,9 @@ class Supervisor:
                     if out is not None:
                         if out.status == "done" and not out.fault and fault_in is not None:
                             out.fault = fault_in(out.value)
-                        if out.fault:  # a broken CUDA context serves no later task: replaced
-                            w.kill()
-                            self._gone(w, queue)
+                        if out.fault:  # a broken CUDA context serves no later task: replaced (the next, begun or
+                            w.kill()      # not, runs again in a fresh worker)
+                            self._gone(w, queue, blame=False)
                         yield out
                         if out.fault:
                             break
@@ -666,10 +791,11 @@ def _stand_between(supervisor: int, fd: int) -> int:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def worker_main(fd: int, parent: int) -> int:
+def worker_main(fd: int, parent: int, board_fd: int) -> int:
     _die_with(_stand_between(parent, fd))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
+    board = Board(board_fd)
     boot = conn.recv()
     sys.path[:] = boot["sys_path"]
     from ..base import stages
@@ -683,7 +809,7 @@ def worker_main(fd: int, parent: int) -> int:
     if boot.get("threads") and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(boot["threads"])
     user_function.receive(boot.get("functions") or {})
-    stages.listen(lambda stage, plan: conn.send(("stage", stage, plan)))
+    stages.listen(board.enter)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -692,12 +818,16 @@ def worker_main(fd: int, parent: int) -> int:
             return 0
         if msg is None:
             _quick_exit(0)
-        fn, args, functions = msg
+        tasks, functions = msg
         user_function.receive(functions)
-        stages.reset()
-        conn.send(("begin",))
-        if answer(conn, fn, args):
-            _quick_exit(3)  # a broken CUDA context serves no later check
+        for fn, args in tasks:
+            if board.stopping():
+                conn.send(("skipped",))
+                continue
+            stages.reset()
+            board.begin()
+            if answer(conn, fn, args):
+                _quick_exit(3)  # a broken CUDA context serves no later check
 
 
 def answer(conn, fn: str, args: tuple) -> str | None:
@@ -720,7 +850,7 @@ def answer(conn, fn: str, args: tuple) -> str | None:
         sys.stdout, sys.stderr = streams
     fault = cuda_fault()
     try:
-        conn.send(("done", value, fault))
+        conn.send(("done", value, fault, *stages.current()))
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         _send_exception(conn, RuntimeError(f"the task's answer could not be sent back: {e}"))
     return fault
@@ -765,4 +895,4 @@ def _quick_exit(code: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(worker_main(int(sys.argv[1]), int(sys.argv[2])))
+    sys.exit(worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))
