@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..base.errors import BadInput, shown, writable_file, writing
 from ..base.status import Status, of
-from .schema import record_json, validated
+from .schema import FIELDS, NON_FINITE, number_fields, record_json, validated
 from ..numerics.bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
 
 #: The statuses' words, in the order a summary lists them (convcheck.base.status.Status).
@@ -186,6 +186,24 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
     return PriorRecords(read_records(out), message)
 
 
+class Encoded(list):
+    """Records with the lines they were encoded as where they were made (a worker:
+    :func:`~convcheck.campaign.sweep.check_item_lines`): the records for this process to read (their number
+    fields' non-finite strings read back as floats, as a file's reader gets them) and the lines, which
+    :meth:`RecordWriter.append` writes as they are."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(self._read(line) for line in lines)
+        self.lines = list(lines)
+
+    @staticmethod
+    def _read(line: str) -> dict:
+        rec = json.loads(line)
+        if any(word in line for word in NON_FINITE):
+            number_fields(FIELDS, rec)
+        return rec
+
+
 #: A campaign's records reach the disk in groups: at most this many records, or this many seconds,
 #: after they were written (and always at its end or on a signal). What a power loss can cost.
 SYNC_EVERY = 64
@@ -221,7 +239,8 @@ class RecordWriter:
 
     def append(self, recs) -> None:
         """Write ``recs`` (one problem's records) in one write, to the OS at once; sync if a group is due."""
-        data = "".join(record_json(rec) + "\n" for rec in recs).encode("utf-8")
+        lines = recs.lines if isinstance(recs, Encoded) else [record_json(rec) for rec in recs]
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
         with self._writing():
             done = self.f.write(data)
             while done is not None and done < len(data):  # a short write (a signal, a pipe): the rest

@@ -110,7 +110,7 @@ def _finite_back(value: Any, depth: int, where: str) -> Any:
     return value
 
 
-def _number_fields(kinds: dict, rec: dict) -> None:
+def number_fields(kinds: dict, rec: dict) -> None:
     """In place: the number fields' strict-JSON strings ("NaN", "Infinity") as floats."""
     for name, (what, _) in kinds.items():
         if what.startswith("a number") and isinstance(rec.get(name), str) and rec[name] in NON_FINITE:
@@ -135,7 +135,7 @@ def validated(rec: Any, where: str) -> dict:
         raise BadInput(f"{where}: not a record (a JSON object with a status); got {type(rec).__name__}")
     try:
         rec = _finite_back(rec, 0, where)
-        _number_fields(FIELDS, rec)
+        number_fields(FIELDS, rec)
         _check(FIELDS, rec, "")
         if "status" not in rec:
             raise ValueError("it has no status; it is not a convcheck record")
@@ -144,7 +144,7 @@ def validated(rec: Any, where: str) -> dict:
                              f"({', '.join(s.value for s in Status)})")
         for name, kinds in INNER.items():
             if isinstance(rec.get(name), dict):
-                _number_fields(kinds, rec[name])
+                number_fields(kinds, rec[name])
                 _check(kinds, rec[name], f"{name}: ")
     except ValueError as e:
         raise BadInput(f"{where}: {e}") from None

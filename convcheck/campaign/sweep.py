@@ -39,9 +39,10 @@ from ..base.status import Status, campaign_exit
 from . import expectations
 from ..check.memory import TooLarge
 from ..problem.miopen import NotRepresentable, is_miopen_line, parse_miopen_line
-from .records import STATUSES, RecordWriter, keys_of, one_writer, prepare_out, record_brief, record_key, record_label, severity
+from .records import STATUSES, Encoded, RecordWriter, keys_of, one_writer, prepare_out, record_brief, record_key, record_label, severity
 from ..problem.descriptor import ConvProblem, parse_descriptor
 from ..check.spec import CheckSpec
+from .schema import record_json
 
 @dataclass(frozen=True)
 class SweepOptions(CheckSpec):
@@ -285,9 +286,10 @@ def _error_record(item: Item, options: SweepOptions, message: str) -> dict:
     return rec
 
 
-def check_item(item: Item, options: SweepOptions) -> list[dict]:
+def check_item(item: Item, options: SweepOptions, plain: bool = True) -> list[dict]:
     """One problem to its records (one, or one per plan with ``all_engines``), in whatever
-    process runs it (picklable in and out).
+    process runs it (picklable in and out; ``plain`` False: values as the check made them, which
+    :func:`check_item_lines` encodes).
 
     ``options`` carries the resolved backend, reference and bound. Only an
     unavailable backend escapes (it would fail every problem the same way)."""
@@ -311,10 +313,18 @@ def check_item(item: Item, options: SweepOptions) -> list[dict]:
                                                             else {})]
         except Exception as e:  # never let one problem stop the sweep
             recs = [_error_record(item, options, f"{type(e).__name__}: {e}")]
-    return _finish(recs, item, options)
+    return _finish(recs, item, options, plain=plain)
 
 
-def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | None = None) -> list[dict]:
+def check_item_lines(item: Item, options: SweepOptions) -> list[str]:
+    """:func:`check_item`'s records as the lines the file will hold: what a supervised worker sends back.
+    A record is encoded once, in the worker, and the supervisor writes the lines as they are
+    (:class:`~convcheck.campaign.records.Encoded`): plain text, so reading it never imports a library."""
+    return [record_json(rec) for rec in check_item(item, options, plain=False)]
+
+
+def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | None = None,
+            plain: bool = True) -> list[dict]:
     """What every record of a sweep carries: its source and key, the known bugs it matches,
     and which process (and, with --gpus, which GPU) ran it: evidence when one device misbehaves."""
     for rec in recs:
@@ -325,7 +335,7 @@ def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | 
         rec["worker"] = worker or {"pid": os.getpid(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     # as the file will hold them: plain JSON values (a library's own types, torch's version
     # string say, would make the supervisor import that library to read a worker's answer)
-    return json.loads(json.dumps(recs, default=str))
+    return json.loads(json.dumps(recs, default=str)) if plain else recs
 
 
 def _check_record(item: Item, options: SweepOptions) -> dict:
@@ -402,10 +412,12 @@ def time_limit(item: Item, options: SweepOptions) -> float | None:
     return (TIMEOUT_BASE_S * (10 if options.all_engines else 1)) + work(item, options) / SLOWEST_MACS_PER_S
 
 
-def _records_fault(recs) -> str | None:
-    """A sticky CUDA error in a check's records (what the backend raised, in its message)."""
+def _records_fault(lines) -> str | None:
+    """A sticky CUDA error in a check's records, as a worker encoded them (what the backend raised, in an
+    error record's message)."""
     from .workers import sticky_fault
 
+    recs = (json.loads(line) for line in lines if '"error"' in line)  # only an error record can say one
     return sticky_fault(r.get("message") for r in recs if r.get("status") == "error")
 
 
@@ -462,14 +474,15 @@ class SupervisedExecutor:
         """``(i, records)`` of each ``(i, item, options)`` of ``todo``, as each check ends."""
         from .workers import Task
 
-        tasks = [Task((i, item, options), "convcheck.campaign.sweep:check_item", (item, options), time_limit(item, options),
+        tasks = [Task((i, item, options), "convcheck.campaign.sweep:check_item_lines", (item, options), time_limit(item, options),
                       label=under_test_label(options.backend), cost=work(item, options)) for i, item, options in todo]
         sup = self.supervisor
         try:
             for out in sup.run(tasks, stop, fault_in=_records_fault):
                 i, item, options = out.tag
                 if out.status == "done":
-                    yield i, (_faulted(out.value, out) if out.fault else out.value)
+                    recs = Encoded(out.value)
+                    yield i, (_faulted(recs, out) if out.fault else recs)
                 elif out.status == "raised":
                     if isinstance(out.exception, BackendUnavailable):
                         raise out.exception  # it would fail every problem the same way
