@@ -240,3 +240,27 @@ def test_padding_far_larger_than_the_input_is_not_mistrusted():
     mistrusted it (exit 1)."""
     done = run_cli("check", "mb1ic4ih2oc4kh1ph100", "--direction", "wgrad")
     assert done.returncode == 0 and "PASSED" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("descriptor", ["mb3ic7ih31oc5oh31kh3ph1", "mb8ic6ih9iw11oc4oh9ow11kh3kw3ph1pw1", "mb5ic2ih17oc3oh17kh1",
+                                        "mb2ic2048ih5oc4oh5kh3ph1"])
+@pytest.mark.parametrize("direction", ["fprop", "dgrad", "wgrad"])
+def test_a_large_draw_made_in_two_parts_at_once_gives_the_values_of_one_draw(monkeypatch, descriptor, direction):
+    """The exact fill draws a large operand in two parts, the second in a thread from a copy of the
+    generator advanced to its first word: forced on every operand here (first parts of 1, 2 and 4 rows,
+    splits inside a 64-bit word), it gives the values one draw gives, thinning included, and leaves the
+    generator where one draw leaves it (the next operand's values equal too)."""
+    from convcheck.check import fill
+
+    problem = parse_descriptor(descriptor, direction=direction)
+
+    def drawn(threshold):
+        monkeypatch.setattr(fill, "PARALLEL_VALUES", threshold)
+        inputs = fill.make_inputs(problem, 5, kind="exact")
+        return [a for a in (inputs.x, inputs.w, inputs.dy, inputs.bias) if a is not None], inputs.density
+
+    (one, density_one), (two, density_two) = drawn(1 << 60), drawn(1)
+    assert density_one == density_two and len(one) == len(two)
+    assert density_one < 1 or direction != "fprop" or "ic2048" not in descriptor  # the deep one is thinned
+    for a, b in zip(one, two):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

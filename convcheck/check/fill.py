@@ -29,6 +29,7 @@ are judged by the bound valid for any data, never by one that assumes this modul
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -89,6 +90,12 @@ def _raw(rng, count: int, dtype) -> np.ndarray:
     return rng.bit_generator.random_raw((count + per_word - 1) // per_word).view(dtype)[:count]
 
 
+#: Draws of at least this many values are made in two parts at once, the second in a thread of its own
+#: (NumPy's generator and its arithmetic let go of the GIL): on the 1x1 layers' inputs the fill took as
+#: long as the convolution under test. Below it a thread's start costs more than the half it saves.
+PARALLEL_VALUES = 1 << 18
+
+
 class _HostBits:
     """Random values on the host, NumPy arrays: PCG64 seeded with the check's seed."""
 
@@ -101,34 +108,76 @@ class _HostBits:
         a = self.rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
         return dtypes.round_to(dtype, a) if dtype in ("fp16", "bf16") else a
 
-    def int16(self, count: int):
-        return _raw(self.rng, count, np.int16)
-
-    def two_bits(self, count: int):
-        pick = _raw(self.rng, count, np.uint8)
-        np.bitwise_and(pick, 3, out=pick)
-        return pick
-
     def integers(self, low: int, high: int, shape):
         return self.rng.integers(low, high + 1, size=shape).astype(np.float32)
+
+    def _parts(self, shape, dtype, make, out=None):
+        """float32 values of ``shape`` (into ``out`` where given) made by ``make(raw, out_part)`` from raw
+        integers of ``dtype`` cut from the generator's 64-bit words, exactly as one draw of them all
+        (:func:`_raw`) would cut them, the generator left where that draw leaves it. A large draw is made
+        in two parts at once, the first axis halved: the second part's words come from a copy of the
+        generator advanced to the word its first value is cut from (PCG64 advances in a few steps)."""
+        out = np.empty(shape, np.float32) if out is None else out
+        n, rows = math.prod(shape), (shape[0] if len(shape) else 1)
+        if n < PARALLEL_VALUES or rows < 2:
+            make(_raw(self.rng, n, dtype).reshape(shape), out)
+            return out
+        per_word = 8 // np.dtype(dtype).itemsize
+        cut = rows // 2
+        split = cut * (n // rows)  # the second part's first value
+        generator = self.rng.bit_generator
+        second = type(generator)()
+        second.state = generator.state
+        second.advance(split // per_word)
+        failed = []
+
+        def tail():
+            try:
+                skip = split % per_word
+                raw = second.random_raw(-(-(skip + n - split) // per_word)).view(dtype)[skip:skip + n - split]
+                make(raw.reshape((rows - cut,) + tuple(shape[1:])), out[cut:])
+            except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                failed.append(e)
+
+        thread = threading.Thread(target=tail, name="convcheck-fill")
+        thread.start()
+        try:
+            make(_raw(self.rng, split, dtype).reshape((cut,) + tuple(shape[1:])), out[:cut])
+        finally:
+            thread.join()
+        if failed:
+            raise failed[0]
+        generator.advance(-(-n // per_word) - -(-split // per_word))  # past the words the whole draw takes
+        return out
+
+    def fine(self, shape, bits: int, out=None):
+        """``m * 2^-bits`` with ``m`` odd in (-2^bits, 2^bits), from 16 random bits each: symmetric, never 0,
+        and (for fp32) 12-13 significant bits ending in a 1. In place on the 16-bit integers."""
+        unit = np.float32(2.0 ** -bits)
+
+        def make(m, part):
+            m >>= 15 - bits
+            m |= 1
+            np.multiply(m, unit, dtype=np.float32, out=part)  # converts and scales in one pass
+
+        return self._parts(shape, np.int16, make, out)
 
     def coarse(self, shape, out=None):
         """+-1, +-2 from two random bits each (0, 1, 2, 3 -> -2, -1, 1, 2: b - 2 + b // 2), in
         int8 arithmetic: several times faster than a table lookup, the same values."""
-        b = self.two_bits(math.prod(shape)).reshape(shape)
-        v = b.view(np.int8) - np.int8(2)
-        v += (b >> 1).view(np.int8)
-        return np.add(v, np.float32(0), out=out, dtype=np.float32)
+        def make(b, part):
+            np.bitwise_and(b, 3, out=b)
+            v = b.view(np.int8) - np.int8(2)
+            v += (b >> 1).view(np.int8)
+            np.add(v, np.float32(0), out=part, dtype=np.float32)
+
+        return self._parts(shape, np.uint8, make, out)
 
     def keeper(self, shape):
         """Draws for thinning: ``keep(density)`` is a mask, each element kept with probability
         ``density``, the same draws for every density (so a lower density keeps a subset)."""
         keep = _raw(self.rng, math.prod(shape), np.uint32).reshape(shape)
         return lambda density: keep < np.uint32(min(density * 2.0 ** 32, 2.0 ** 32 - 1))
-
-    @staticmethod
-    def scaled(m, unit: float, out=None):
-        return np.multiply(m, np.float32(unit), dtype=np.float32, out=out)  # converts and scales in one pass
 
     @staticmethod
     def where(mask, a, zero):
@@ -211,22 +260,14 @@ def _exact(problem: ConvProblem, source, seed: int) -> ConvInputs:
     bits = PRECISE_BITS.get(problem.dtype)
     thinned = "dy" if problem.direction == "dgrad" else "x"
     if bits is not None:
-        unit = 2.0 ** -bits
         limit = 2.0 ** (24 - bits)  # partial sums below 2^24 units of 2^-bits are exact in fp32
         # every product is fine x coarse (never two fine values, and no coarse x coarse either:
         # where one operand is coarse the other is fine), so |term| < 1 * 2
         mean_term, max_term = 0.5 * 1.5, 2.0
         blocks = fine_blocks(problem)
 
-        def fine(shape, out=None):
-            # m * 2^-bits with m odd in (-2^bits, 2^bits): symmetric, never 0, and (for fp32) 12-13
-            # significant bits ending in a 1, which TF32, bf16 and fp8 must round. In place on
-            # 16-bit integers (the fill is as costly as the convolution otherwise), and written
-            # straight into its half of the operand (``out``) when the operand is split.
-            m = source.int16(math.prod(shape))
-            m >>= 15 - bits
-            m |= 1
-            return source.scaled(m.reshape(shape), unit, out=out)
+        def fine(shape, out=None):  # written straight into its half of the operand when the operand is split
+            return source.fine(shape, bits, out=out)
 
         coarse = source.coarse
 
