@@ -193,12 +193,12 @@ class Board:
     SIZE = HEAD.size + PLAN
 
     def __init__(self, fd: int | None = None):
-        if fd is None:  # the supervisor's side: a new board
-            fd = _shared_file(self.SIZE)
-            self.fd, self.map = fd, mmap.mmap(fd, self.SIZE)
+        """A new board (the supervisor), or the one inherited as ``fd`` (its worker)."""
+        new = fd is None
+        self.fd = _shared_file(self.SIZE) if new else fd
+        self.map = mmap.mmap(self.fd, self.SIZE)
+        if new:
             struct.pack_into("<i", self.map, self.STAGE, -1)
-        else:
-            self.fd, self.map = fd, mmap.mmap(fd, self.SIZE)
 
     def begin(self) -> None:
         """(worker) A task begins now, no stage entered yet."""
@@ -228,13 +228,6 @@ class Board:
         """time.monotonic() when the last task began (one clock for every process of the machine)."""
         return struct.unpack_from("<d", self.map, self.STARTED)[0]
 
-    def __del__(self):
-        try:
-            self.map.close()
-            os.close(self.fd)
-        except (OSError, AttributeError, ValueError):
-            pass
-
     def where(self) -> tuple[str | None, str | None]:
         """(stage, plan) of the last task begun; (None, None) before its first stage."""
         _, _, code, _, size = self.HEAD.unpack_from(self.map, 0)
@@ -243,6 +236,12 @@ class Board:
         plan = bytes(self.map[self.HEAD.size:self.HEAD.size + size]).decode("utf-8", "replace")
         return STAGE_NAMES[code], plan or None
 
+    def __del__(self):
+        try:
+            self.map.close()
+            os.close(self.fd)
+        except (OSError, AttributeError, ValueError):
+            pass
 
 
 def _shared_file(size: int) -> int:
