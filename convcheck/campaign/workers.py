@@ -277,7 +277,8 @@ class _Worker:
         self.born = time.monotonic()
         self.ready = False
         self.sent: deque[Task] = deque()
-        self.answered = 0  # tasks this worker answered (done, raised, exited or skipped), in order
+        self.answered = 0  # tasks this worker began and answered (done, raised or exited), in order
+        self.watched = (0, 0.0)  # (tasks begun, when this supervisor saw that count first): see now_running
         self.gpu = env.get("CUDA_VISIBLE_DEVICES") if boot.get("gpu") is not None else None
 
     @property
@@ -292,6 +293,18 @@ class _Worker:
     def started(self) -> float:
         """When the running task began."""
         return self.board.started()
+
+    def now_running(self) -> tuple[Task | None, float]:
+        """(the task running, when this supervisor first saw it begun): what its time limit counts from. The
+        supervisor's own clock, not the board's start time, so that nothing read while the worker writes
+        can make a task look older than it is; it sees a begin within a wait (at most a quarter second)."""
+        task = self.running
+        if task is None:
+            return None, 0.0
+        begun = self.board.begun()
+        if self.watched[0] != begun:
+            self.watched = (begun, time.monotonic())
+        return task, self.watched[1]
 
     @property
     def stage(self) -> tuple[str | None, str | None]:
@@ -420,25 +433,23 @@ class Supervisor:
             w.kill()
             self.slots[w.number] = None
 
-    def _gone(self, w: _Worker, queue: deque, blame: bool = True) -> Task | None:
-        """A worker is gone: its slot is freed, the tasks it held but had not begun go back to
-        the front of ``queue`` (they ran nowhere), and the one it was running is returned; with
-        ``blame`` False (this supervisor ended it, for what an earlier task left) that one goes back too."""
+    def _gone(self, w: _Worker, queue: deque, blamed: Task | None = None) -> None:
+        """A worker is gone: its slot is freed, and every task it held goes back to the front of
+        ``queue`` (it ran nowhere, or this supervisor ended it for what an earlier task left) but
+        ``blamed``, the one it was running when it died or ran long (its outcome is the caller's)."""
         if w is self.spare:
             self.spare = None
-            return None
+            return
         self.slots[w.number] = None
         self.deaths += 1
-        blamed = w.running if blame else None
-        waiting = list(w.sent)[1:] if blamed else list(w.sent)
-        queue.extendleft(reversed(waiting))
+        queue.extendleft(reversed([t for t in w.sent if t is not blamed]))
         w.sent.clear()
-        return blamed
 
     def _died(self, w: _Worker, queue: deque) -> Outcome | None:
-        code = w.reap()
-        seconds = time.monotonic() - w.started
-        task = self._gone(w, queue)
+        code = w.reap()  # dead: its board changes no more
+        task, seconds = w.running, time.monotonic() - w.started
+        task = None if w is self.spare else task
+        self._gone(w, queue, task)
         if task is None:  # it was between two tasks, or still starting: nobody is blamed, it is replaced
             self.failed_starts += 1
             _, exit_code, words = describe_exit(code)
@@ -456,10 +467,11 @@ class Supervisor:
                        f"after {seconds:.2f} s" + (f" ({task.label})" if task.label else ""),
                        stage=stage, plan=plan, signal=sig, exit_code=exit_code, seconds=seconds, worker=w.info)
 
-    def _timed_out(self, w: _Worker, queue: deque) -> Outcome:
+    def _timed_out(self, w: _Worker, task: Task, queue: deque) -> Outcome:
+        """``task``, which ``w`` was running past its limit: the worker is killed, the task's outcome is ``timeout``."""
         w.kill()
         seconds = time.monotonic() - w.started
-        task = self._gone(w, queue)
+        self._gone(w, queue, task)
         stage, plan = w.stage
         return Outcome(task.tag, "timeout", message=f"still running after {task.timeout_s:g} s {where(stage, plan)}"
                        + (f" ({task.label})" if task.label else "") + "; its worker was killed",
@@ -480,9 +492,9 @@ class Supervisor:
             self.failed_starts, self.started_any = 0, True
             return None
         task = w.sent.popleft()
-        w.answered += 1
         if kind == "skipped":  # the supervisor is stopping: it never began
             return None
+        w.answered += 1
         seconds = time.monotonic() - w.started
         if kind == "done":
             _, value, fault, stage, plan = msg
@@ -551,7 +563,8 @@ class Supervisor:
                 self._feed(queue, boots)
             live = [w for w in self.slots if w is not None] + ([self.spare] if self.spare is not None else [])
             now = time.monotonic()
-            waits = [0.25] + [w.started + w.running.timeout_s - now for w in live if w.running and w.running.timeout_s]
+            waits = [0.25] + [started + task.timeout_s - now for task, started in map(_Worker.now_running, live)
+                              if task is not None and task.timeout_s]
             by_conn = {w.conn: w for w in live}
             for conn in wait(list(by_conn), timeout=max(0.0, min(waits))):
                 w = by_conn[conn]
@@ -569,7 +582,7 @@ class Supervisor:
                             out.fault = fault_in(out.value)
                         if out.fault:  # a broken CUDA context serves no later task: replaced (the next, begun or
                             w.kill()      # not, runs again in a fresh worker)
-                            self._gone(w, queue, blame=False)
+                            self._gone(w, queue)
                         yield out
                         if out.fault:
                             break
@@ -579,9 +592,9 @@ class Supervisor:
             for w in list(self.slots):
                 if w is None:
                     continue
-                task = w.running
-                if task is not None and task.timeout_s and now - w.started > task.timeout_s:
-                    yield self._timed_out(w, queue)
+                task, started = w.now_running()
+                if task is not None and task.timeout_s and now - started > task.timeout_s:
+                    yield self._timed_out(w, task, queue)
                 elif not w.ready and now - w.born > START_LIMIT_S:
                     w.kill()
                     raise NotAvailableHere(f"a worker process did not start within {START_LIMIT_S:g} s "
