@@ -203,9 +203,11 @@ def one_configuration(args) -> dict:
           f"torch {torch.__version__}; fastest of {args.repeat} sweeps in one process (the first: {first[0]:.2f} s)\n")
     on_gpu = args.device == "cuda"
     gpu_cols = " cuDNN ms | reference ms | check/(cuDNN+reference) | graph reused |" if on_gpu else ""
-    print("| problem | bound | status | check ms | peers ms, warm | ratio to warm | peers ms, cold | ratio to cold | "
-          + " | ".join(STAGES) + " |" + gpu_cols)
-    print("|---|---|---|---|---|---|---|---|" + "---|" * len(STAGES) + ("---|" * 4 if on_gpu else ""))
+    show = getattr(args, "rows", True)
+    if show:
+        print("| problem | bound | status | check ms | peers ms, warm | ratio to warm | peers ms, cold | ratio to cold | "
+              + " | ".join(STAGES) + " |" + gpu_cols)
+        print("|---|---|---|---|---|---|---|---|" + "---|" * len(STAGES) + ("---|" * 4 if on_gpu else ""))
     total_check = total_peers = total_cold = total_own = total_checked = 0.0
     stage_total = dict.fromkeys(STAGES, 0.0)
     overheads = []
@@ -231,7 +233,8 @@ def one_configuration(args) -> dict:
             if cudnn_ms:
                 overheads.append(overhead)
             row += f" {cudnn_ms if cudnn_ms is None else f'{cudnn_ms:.3f}'} | {ref_ms:.3f} | {overhead:.2f} | {info.get('graph_reused')} |"
-        print(row)
+        if show:
+            print(row)
     rest = wall - sum(stage_total.values())
     print(f"\npeers timed in a fresh process that never imported convcheck (benchmarks/_peers.py, "
           f"{peer_process['threads']} torch threads); machine load (1, 5, 15 min) before the peers "
@@ -300,8 +303,9 @@ def main() -> int:
     for run in range(1, args.runs + 1):
         for config in configs.split(","):
             args.direction, args.dtype = config.split(":")
+            args.rows = run == 1  # a later run prints its totals only: its rows would repeat the first's problems
             if args.runs > 1:
-                print(f"\n## Run {run} of {args.runs}")
+                print(f"\n## Run {run} of {args.runs}" + ("" if args.rows else " (totals; the problems' rows are run 1's)"))
             summaries.append(one_configuration(args) | {"run": run})
     print("\n| run | configuration | checks | sweep/peers, warm | sweep/peers, cold | supervised/inline (warm) | supervised/inline (fresh process) "
           "| GPU check/(cuDNN+reference), geomean | first check of the process minus a later one (s) |")
