@@ -447,8 +447,7 @@ class Supervisor:
 
     def _died(self, w: _Worker, queue: deque) -> Outcome | None:
         code = w.reap()  # dead: its board changes no more
-        task, seconds = w.running, time.monotonic() - w.started
-        task = None if w is self.spare else task
+        task, seconds = w.running, time.monotonic() - w.started  # None for the spare: it holds no task
         self._gone(w, queue, task)
         if task is None:  # it was between two tasks, or still starting: nobody is blamed, it is replaced
             self.failed_starts += 1
@@ -803,36 +802,12 @@ def _stand_between(supervisor: int, fd: int) -> int:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-#: glibc's mallopt parameters: M_TRIM_THRESHOLD and M_MMAP_THRESHOLD.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-
-
-def _keep_freed_memory() -> None:
-    """In a worker (convcheck's own process, never a process that imports convcheck): glibc keeps the memory
-    a check freed for the next one instead of handing it back at once. Arrays up to 32 MiB (glibc's largest
-    mmap threshold) come from the heap, and the heap is not trimmed after every free: otherwise every
-    check's inputs, outputs and reference were fresh pages, each faulted in as it was first written (a
-    25 MB input of a 1x1 layer: 6,000 faults). Measured (benchmarks/sweep_throughput.py's sweep, 2-core
-    Xeon, best of 3, twice): shapes_1x1 at batch 8 0.57-0.58 s -> 0.50-0.52 s, ResNet-50 0.47-0.49 ->
-    0.44, the mixed depthwise/1x1 list 0.72-0.74 -> 0.70-0.71, the depthwise list unchanged. What the
-    worker then holds is handed back when a check would not fit otherwise
-    (:func:`convcheck.check.memory.return_freed_heap`, before :class:`~convcheck.check.memory.TooLarge`).
-    Nothing where the C library is not glibc."""
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1)
-
-
 def worker_main(fd: int, parent: int, board_fd: int) -> int:
     _die_with(_stand_between(parent, fd))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _keep_freed_memory()
+    from ..check.memory import keep_freed_heap
+
+    keep_freed_heap()
     conn = Connection(fd)
     board = Board(board_fd)
     boot = conn.recv()
