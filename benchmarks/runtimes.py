@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import convcheck  # noqa: E402,F401
 from convcheck.campaign import side_by_side  # noqa: E402
+from convcheck.campaign.records import read_records  # noqa: E402
 from convcheck.check import backends  # noqa: E402
 from convcheck.check.diagnose import cause_of  # noqa: E402
 from convcheck.cli.main import main as convcheck_main  # noqa: E402
@@ -84,7 +85,7 @@ def sweep(runtime: str, direction: str, dtype: str, precision: str | None, mb: i
             code = convcheck_main(argv)
         if code not in (0, 1):
             raise SystemExit(f"convcheck {' '.join(argv)} exited {code}")
-        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        lines = read_records(path)
         records += lines[:3] if quick else lines
     return records
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from convcheck.check.backends.user_function import call_for  # noqa: E402
 from convcheck.cli.main import main as cli  # noqa: E402
+from convcheck.campaign.records import read_records  # noqa: E402
 from convcheck.campaign.hunt import trigger  # noqa: E402
 from convcheck.problem.descriptor import parse_descriptor, read_batch_file  # noqa: E402
 
@@ -115,7 +116,7 @@ def part_shrink(args, tmp: Path) -> None:
         for n, p in enumerate(starts(bug, args.starts, args.max_macs)):
             sweep = tmp / f"{bug}{n}.jsonl"
             _, _, _, check_s = run("sweep", p.descriptor(), "--backend", f"{BUGS}:{bug}", "--out", sweep, "--quiet")
-            rec = json.loads(sweep.read_text().splitlines()[0])
+            rec = read_records(sweep)[0]
             if rec["status"] not in ("failed", "crashed"):
                 print(f"{bug:<19} {p.descriptor():<58} {check_s:7.2f} (the layer does not fail: {rec['status']})")
                 continue
@@ -147,7 +148,7 @@ def part_hunt(args, tmp: Path) -> None:
         groups = doc["groups"]
         last = max((g["found_after"] for g in groups), default=0)
         # the peer: the same number of draws, checked by a plain sweep (no shrinking, no grouping)
-        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        recs = read_records(out)
         descriptors = [r["problem"] for r in recs if "without" not in r.get("hunt", {"without": 1})]
         peer = tmp / f"peer_{bug}.jsonl"
         listing = tmp / f"peer_{bug}.txt"
@@ -169,8 +170,7 @@ def part_padding(args, tmp: Path) -> None:
     from convcheck.problem.descriptor import problem_from_record
 
     tally: dict = {}
-    for line in out.read_text().splitlines():
-        rec = json.loads(line)
+    for rec in read_records(out):
         p = problem_from_record(rec)
         reads = any(v > 0 for v in p.pad_pre) or any(v > 0 for v in p.pad_post)
         kind = ("reads padding and input" if reads and p.reads_input else

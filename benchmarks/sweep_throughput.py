@@ -57,6 +57,7 @@ import torch  # noqa: E402
 from _timing import cold_and_warm  # noqa: E402
 
 from convcheck.cli.main import main as convcheck_main  # noqa: E402
+from convcheck.campaign.records import read_records  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
 from convcheck.problem.descriptor import problem_from_record  # noqa: E402
 
@@ -165,16 +166,12 @@ def target(args) -> float:
 
 
 def record_cost(out: Path, recs: list) -> str:
-    """What the records cost: their size, the share of the versions block every record repeats, and
-    the time encoding that block takes over the whole sweep (what writing it once per file would save)."""
+    """What the records cost on disk: the file's bytes per record, and the versions blocks it holds once
+    (each record names its block by id: convcheck.campaign.records)."""
     size = out.stat().st_size
-    versions = [json.dumps(r.get("versions"), sort_keys=True, default=str) for r in recs]
-    start = time.perf_counter()
-    for r in recs:
-        json.dumps(r.get("versions"), sort_keys=True, default=str)
-    encode = time.perf_counter() - start
-    return (f"records: {size / max(len(recs), 1):.0f} B each, of which the versions block {sum(map(len, versions)) / max(len(recs), 1):.0f} B; "
-            f"encoding that block takes {encode * 1e3:.1f} ms over the {len(recs)} records")
+    blocks = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith('{"versions": ')]
+    return (f"records: {size / max(len(recs), 1):.0f} B each in the file, the versions written once: "
+            f"{len(blocks)} block(s) of {sum(map(len, blocks)) / max(len(blocks), 1):.0f} B")
 
 
 def geomean(values) -> float:
@@ -197,7 +194,7 @@ def one_configuration(args) -> dict:
     inline = min(sweep(args, tmp / f"inline{i}.jsonl", isolated=False) for i in range(args.repeat))
     fresh = fresh_process_walls(args, tmp, repeat=min(args.repeat, 3)) if args.fresh else (float("nan"), float("nan"))
     args.fresh = False  # once, for the first configuration: what the command costs a user to start
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs = read_records(out)
     print(f"\n### convcheck sweep --batch {Path(args.batch).name} --mb {args.mb} --direction {args.direction} "
           f"--dtype {args.dtype} --jobs {args.jobs} on {args.device} ({torch.get_num_threads()} threads), "
           f"torch {torch.__version__}; fastest of {args.repeat} sweeps in one process (the first: {first[0]:.2f} s)\n")
@@ -249,7 +246,7 @@ def one_configuration(args) -> dict:
               f"warm: {own:.2f} s: ratio {wall / own:.2f} (wall): what a check costs over the convolutions it runs")
     print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stage_total.items()) + f", rest (records, files) {rest:.2f} s")
     print(record_cost(out, recs))
-    first_recs = [json.loads(line) for line in first[1].read_text().splitlines()]
+    first_recs = read_records(first[1])
     later = {r["problem"]: r["time_s"] for r in recs}
     start_cost = (first_recs[0]["time_s"] - later.get(first_recs[0]["problem"], float("nan"))) if first_recs else float("nan")
     print(f"isolation (supervised worker) against the same checks in this process: {wall:.2f} s / {inline:.2f} s = "

@@ -133,6 +133,17 @@ def run_cli(*args, cwd=None, env=None, process=False):
     return subprocess.CompletedProcess(["convcheck", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
+def records_of(path) -> list[dict]:
+    """The records of a record file as every command reads them (their versions back from the file's
+    blocks), every line of it whole: a torn line fails the test."""
+    from convcheck.campaign.records import read_records
+
+    notices = []
+    records = read_records(path, notices)
+    assert not notices, notices
+    return records
+
+
 #: Where scripts/setup.sh --tests puts the other supported cudnn-frontend releases, one folder each.
 FRONTENDS = REPO / ".venv" / "frontends"
 ALT_FRONTEND = Path(os.environ.get("CONVCHECK_ALT_FRONTEND", FRONTENDS / "1.23.0"))

@@ -23,7 +23,7 @@ from convcheck.cli.options import options, verdict_options
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.campaign.records import record_key
 from convcheck.campaign.shrink import size
-from tests.conftest import REPO
+from tests.conftest import REPO, records_of
 
 WRONG = REPO / "tests" / "wrong_everywhere.py"
 BASE = "mb2ic4ih6oc4oh6kh3ph1"  # 3x3 and padded: every option applies to it (Winograd, a padding plant)
@@ -94,7 +94,7 @@ def test_an_option_composes_with_every_command(option, value, who, tmp_path, cap
             assert _one_line_refusal(again[0], again[2]) and flag[0] in again[2], (command, again)
         return
     assert code == 1, out + err
-    [rec] = [json.loads(line) for line in sweep.read_text().splitlines()]
+    [rec] = records_of(sweep)
     assert rec["status"] == "failed", rec
 
     # check builds the same check from the same options
@@ -111,7 +111,7 @@ def test_an_option_composes_with_every_command(option, value, who, tmp_path, cap
     assert code == 1, out + err
     smallest = re.search(r"(?:minimal|smallest failing so far): ([^\s;]+)", out).group(1)
     assert size(parse_descriptor(smallest)) < size(parse_descriptor(rec["problem"])), out
-    candidates = [json.loads(line) for line in cand.read_text().splitlines()]
+    candidates = records_of(cand)
     assert candidates and all(_same_check(c, rec) for c in candidates), (candidates[0], rec)
 
     # repro: a standalone script that fails the same way, or one line saying why not
@@ -129,7 +129,7 @@ def test_an_option_composes_with_every_command(option, value, who, tmp_path, cap
     code, out, err = cli(capfd, "hunt", "--space", SPACE, *impl, *flag, "--device", "cpu", "--budget", "12",
                          "--shrink-budget", "4", "--out", hunted, "--quiet")
     assert code == 1, out + err
-    records = [json.loads(line) for line in hunted.read_text().splitlines()]
+    records = records_of(hunted)
     assert any(r["status"] == "failed" for r in records)
     draws = [r for r in records if "hunt" in r]
     assert draws and all(_same_check(r, rec | {"seed": r["seed"]}) if option != "seed" else _same_check(r, rec)
@@ -161,7 +161,7 @@ def test_given_data_options_are_judged_and_refused_in_one_line_where_the_data_is
         code, _, err = cli(capfd, "model", f"{model}:Tiny", "--input", "1,3,8,8", "--data", "activations",
                            "--backend", f"{WRONG}:fprop", "--device", "cpu", "--level", level, "--out", path, "--quiet")
         assert code == 1, err
-        [out[level]] = [json.loads(line) for line in path.read_text().splitlines()]
+        [out[level]] = records_of(path)
         assert out[level]["status"] == "failed" and out[level]["level"] == level
     assert record_key(out["probable"]) != record_key(out["rigorous"])  # --resume and diff tell them apart
     for command in (("rerun", "--trust-backend"), ("shrink", "--out", tmp_path / "k.jsonl", "--trust-backend"), ("repro",)):
@@ -178,7 +178,7 @@ def _one_sigterm(tmp_path, argv, out, wait_for: int) -> tuple[subprocess.Popen, 
     proc = subprocess.Popen([sys.executable, "-m", "convcheck", *map(str, argv)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     deadline = time.time() + 180
-    while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < wait_for):
+    while time.time() < deadline and (not out.exists() or sum(not line.startswith('{"versions": ') for line in out.read_text().splitlines()) < wait_for):
         time.sleep(0.05)
     start = time.perf_counter()
     proc.send_signal(signal.SIGTERM)  # once
@@ -192,7 +192,7 @@ def test_one_sigterm_ends_a_hunt_that_fails_everywhere_with_its_records_kept(tmp
                                                   "mb1-8 ic1-16 oc1-16 ih4-24 kh1-3 ph0-1", "--budget", "100000",
                                                   "--out", out, "--quiet"], out, 30)
     assert proc.returncode == 143 and seconds < 10, said
-    records = [json.loads(line) for line in out.read_text().splitlines()]  # every line a whole record
+    records = records_of(out)  # every line a whole record
     groups = json.loads((tmp_path / "h.groups.json").read_text())
     assert len(records) >= 30 and groups["stopped"] == "stopped by signal 15"
     assert [g["trigger"] for g in groups["groups"]] == [{}]  # one failure: the least problem fails too
@@ -203,7 +203,7 @@ def test_a_hunt_of_a_function_wrong_everywhere_ends_within_its_budget_with_one_f
     code, stdout, err = cli(capfd, "hunt", "--backend", f"{WRONG}:scaled", "--space", "mb1-4 ic1-8 oc1-8 ih1-12 kh1-3",
                             "--budget", "60", "--out", out, "--quiet")
     assert code == 1, err
-    records = [json.loads(line) for line in out.read_text().splitlines()]
+    records = records_of(out)
     groups = json.loads((tmp_path / "h.groups.json").read_text())["groups"]
     assert len(records) == 60 and groups[0]["problem"] == "mb1ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0"
     assert len(groups) == 1 and groups[0]["trigger"] == {} and groups[0]["minimal_proved"]
@@ -215,15 +215,15 @@ def test_one_sigterm_ends_a_shrink_with_its_candidates_kept_and_resume_finishes(
     code, _, err = cli(capfd, "sweep", "mb16ic32ih24oc32oh24kh3ph1", "--backend", f"{WRONG}:scaled", "--out", sweep,
                        "--quiet")
     assert code == 1, err
-    rec = json.loads(sweep.read_text())
+    rec = records_of(sweep)[0]
     sweep.write_text(json.dumps(rec | {"backend": f"{WRONG}:slow"}) + "\n")  # the same failure, a second a check
     out = tmp_path / "k.jsonl"
     proc, seconds, said = _one_sigterm(tmp_path, ["shrink", sweep, "--index", "1", "--out", out, "--trust-backend"], out, 3)
     assert proc.returncode == 143 and seconds < 10, said
-    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    kept = records_of(out)
     code, stdout, err = cli(capfd, "shrink", sweep, "--index", "1", "--out", out, "--resume", "--trust-backend")
     assert code == 1 and "shrink: minimal: mb1ic1ih1iw1oc1oh1ow1kh1kw1sh1sw1ph0pw0dh0dw0" in stdout, stdout + err
-    after = [json.loads(line) for line in out.read_text().splitlines()]
+    after = records_of(out)
     assert after[:len(kept)] == kept and len({r["key"] for r in after}) == len(after)  # nothing checked twice
 
 
@@ -246,7 +246,7 @@ def test_a_file_written_before_contracts_and_levels_were_keyed_still_resumes_dif
     assert code == 1 and "skipped 1" in out and len(old.read_text().splitlines()) == 1
     assert "reproduced exactly" in cli(capfd, "rerun", old, "--index", "1", "--trust-backend")[2]
     fp32 = cli(capfd, *args, "--contract", "fp32", "--out", old, "--resume")  # another check: not skipped
-    assert fp32[0] == 1 and "skipped" not in fp32[1].split("this run:")[1].split("\n")[0] and len(old.read_text().splitlines()) == 2
+    assert fp32[0] == 1 and "skipped" not in fp32[1].split("this run:")[1].split("\n")[0] and len(records_of(old)) == 2
 
 
 @pytest.mark.parametrize("command", [("sweep", BASE, "--out"), ("hunt", "--space", SPACE, "--out")])

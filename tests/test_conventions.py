@@ -4,7 +4,6 @@ arguments by their own names; and every way of getting it wrong is one line."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -13,7 +12,7 @@ from convcheck.base.errors import BadInput
 from convcheck.campaign.records import record_key
 from convcheck.check.backends.conventions import parse, tf_padding
 from convcheck.problem.descriptor import parse_descriptor
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, records_of, run_cli
 from tests import other_conventions as oc
 from tests.question_numpy_conv import conv_forward_naive, conv_fp16_inside
 
@@ -104,7 +103,7 @@ def test_the_convention_is_in_the_record_key_and_rerun_calls_the_function_so_aga
     out = tmp_path / "s.jsonl"
     assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{OTHER}:numpy_nhwc", "--convention", "ohwi,nhwc,numpy",
                    "--out", str(out), "--quiet").returncode == 0
-    [rec] = [json.loads(line) for line in out.read_text().splitlines()]
+    [rec] = records_of(out)
     assert rec["convention"] == "nhwc,ohwi,numpy,explicit" and "|convention=nhwc,ohwi,numpy,explicit" in record_key(rec)
     assert record_key(rec) != record_key({k: v for k, v in rec.items() if k != "convention"})
     again = run_cli("rerun", str(out), "--index", "1", "--trust-backend")
@@ -165,5 +164,5 @@ def test_a_framework_s_own_array_is_an_answer(tmp_path, name):
     out = tmp_path / "s.jsonl"
     done = run_cli("sweep", "mb2ic8ih9oc8oh5kh3sh2ph1", "mb2ic8ih9oc8oh5kh3sh2ph3dh1", "--backend", f"{source}:{name}",
                    "--convention", "nhwc,hwio,numpy", "--bound", "elementwise", "--out", str(out), "--quiet")
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs = records_of(out)
     assert done.returncode == 0 and [r["status"] for r in recs] == ["passed", "passed"], done.stderr

@@ -18,7 +18,7 @@ from convcheck.check.backends import user_function
 from convcheck.check.pipeline import run_spec
 from convcheck.check.spec import CheckSpec
 from convcheck.problem.descriptor import parse_descriptor
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, records_of, run_cli
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import wrong_arithmetic as wa  # noqa: E402
@@ -357,7 +357,7 @@ def test_a_sweep_counts_its_failures_by_cause(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "failures by cause" in r.stdout
     assert "    2  the kernel flipped (true convolution against cross-correlation)" in r.stdout
-    records = [json.loads(line) for line in open(tmp_path / "s.jsonl")]
+    records = records_of(tmp_path / "s.jsonl")
     assert all(rec["diagnosis"]["family"] == "orientation" for rec in records)
 
 
@@ -370,7 +370,7 @@ def test_shrink_ends_with_the_cause_of_the_smallest_failure(tmp_path):
     assert found.reproduced
     text = format_result(found, tmp_path / "shrink.jsonl")
     assert "cause: the padding of axis w off by one" in text, text
-    candidates = [json.loads(line) for line in open(tmp_path / "shrink.jsonl")]
+    candidates = records_of(tmp_path / "shrink.jsonl")
     assert all("diagnosis" not in c for c in candidates)  # the walk checks without one: as fast as the checks
 
 
@@ -416,7 +416,7 @@ def test_diagnose_zero_switches_it_off_in_every_command_that_checks(tmp_path):
     r = run_cli("sweep", "mb1ic4ih5oc4oh5kh3ph1", "--backend", "torch", "--device", "cpu", "--plant", "flip",
                 "--diagnose", "0", "--out", str(sweep), "--quiet")
     assert r.returncode == 1 and "failures by cause" not in r.stdout
-    assert "diagnosis" not in json.loads(sweep.read_text())
+    assert "diagnosis" not in records_of(sweep)[0]
     hunted = tmp_path / "h.jsonl"
     for budget, off in (("0", True), ("30", False)):
         r = run_cli("hunt", "--space", "mb1-2 ic1-4 oc1-4 ih3-6 kh3 ph1", "--backend", "torch", "--plant", "flip",

@@ -24,6 +24,7 @@ from convcheck.numerics.fast_bound import bound_for, parse_algorithm
 from convcheck.check.plant import applies
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.check.winograd_plants import BUGS as PLANTS, algorithm as algorithm_of
+from tests.conftest import records_of
 
 REPO = Path(__file__).resolve().parents[1]
 IMPLS = REPO / "benchmarks" / "_winograd_impls.py"
@@ -220,7 +221,7 @@ def test_a_fast_plant_these_inputs_cannot_show_is_refused_and_the_measure_is_the
     recs = tmp_path / "s.jsonl"
     code, out, err = _main("sweep", hidden.descriptor(), "mb1ic16ih12oc16oh12kh3ph1", "--direction", "dgrad",
                            "--plant", "fft-wraparound", "--out", str(recs), "--quiet")
-    got = [json.loads(line) for line in recs.read_text().splitlines()]
+    got = records_of(recs)
     assert [r["status"] for r in got] == ["unsupported", "failed"], got
     assert "does not change this problem's answer" in got[0]["message"]
     assert all(r["bound"] == "fft" and r["algorithm"] == "fft" for r in got)

@@ -15,7 +15,7 @@ from convcheck import parse_descriptor, run_check
 from convcheck.check.backends import cudnn_graph
 from convcheck.check.fill import make_inputs
 
-from .conftest import run_cli
+from .conftest import records_of, run_cli
 
 pytestmark = pytest.mark.gpu
 
@@ -325,7 +325,7 @@ def test_every_gpu_check_stays_on_the_device():
 def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
     out = tmp_path / "e.jsonl"
     done = run_cli("sweep", "mb4ic32ih14oc32oh14kh3ph1", "mb4ic32ih14oc64oh14kh1ph0", "--all-engines", "--out", str(out), "--quiet")
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs = records_of(out)
     assert done.returncode == 0, done.stdout + done.stderr
     assert {r["problem"] for r in recs} == {"mb4ic32ih14iw14oc32oh14ow14kh3kw3sh1sw1ph1pw1dh0dw0",
                                             "mb4ic32ih14iw14oc64oh14ow14kh1kw1sh1sw1ph0pw0dh0dw0"}
@@ -407,7 +407,7 @@ def test_model_on_the_gpu_checks_cudnn_against_torch(tmp_path):
     out = tmp_path / "m.jsonl"
     done = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "8,3,32,32", "--out", str(out), "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     assert len(recs) == 4 and all(r["backend"] == "cudnn" and r["status"] == "passed" for r in recs)
     acts = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "8,3,32,32", "--data", "activations", "--quiet")
     assert acts.returncode == 0, acts.stdout + acts.stderr
@@ -444,7 +444,7 @@ def test_a_real_sticky_cuda_error_costs_one_record(tmp_path):
     done = run_cli("sweep", "mb1ic4ih8oc8oh8kh3ph1", "mb1ic8ih8oc8oh8kh3ph1", "mb1ic16ih8oc8oh8kh3ph1",
                    "--backend", f"{REPO / 'tests' / 'crashers.py'}:cuda_device_assert", "--device", "cuda",
                    "--out", str(out), "--quiet")
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs = records_of(out)
     assert [r["status"] for r in recs] == ["passed", "crashed", "passed"], done.stdout + done.stderr
     assert "CUDA context broken" in recs[1]["message"] and recs[1]["worker"]["pid"] != recs[2]["worker"]["pid"]
 
@@ -466,7 +466,7 @@ def test_the_supervisor_of_a_cudnn_sweep_never_touches_cuda(tmp_path):
     assert done.returncode == 0, done.stderr
     state, pid = done.stdout.split()[-2:]
     assert state == "none"
-    assert all(json.loads(line)["worker"]["pid"] != int(pid) for line in out.read_text().splitlines())
+    assert all(r["worker"]["pid"] != int(pid) for r in records_of(out))
 
 
 def test_a_cudnn_failure_shrinks_on_its_own_plan(tmp_path):
@@ -476,12 +476,12 @@ def test_a_cudnn_failure_shrinks_on_its_own_plan(tmp_path):
     sweep, out = tmp_path / "s.jsonl", tmp_path / "k.jsonl"
     run_cli("sweep", "mb8ic64ih56oc64oh56kh3ph1", "--backend", "cudnn", "--plant", "bf16-inputs", "--out", str(sweep),
             "--quiet")
-    [rec] = [json.loads(line) for line in sweep.read_text().splitlines()]
+    [rec] = records_of(sweep)
     assert rec["status"] == "failed", rec.get("message")
     plan = rec["backend_info"]["engine"]
     done = run_cli("shrink", str(sweep), "--index", "1", "--out", str(out), "--repro", str(tmp_path / "r.py"))
     assert done.returncode == 1 and "shrink: minimal:" in done.stdout, done.stdout + done.stderr
-    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    recs = records_of(out)
     assert all(r["engine_pinned"] == plan for r in recs)
     assert {r["backend_info"]["engine"] for r in recs if r["status"] in ("passed", "failed")} == {plan}
     import subprocess

@@ -16,7 +16,7 @@ from convcheck.base.errors import BadInput
 from convcheck.campaign.hunt import contains, trigger, without
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.problem.space import around, draw, parse_space
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, records_of, run_cli
 
 BUGS = REPO / "examples" / "shape_bugs.py"
 RESNET = REPO / "cases" / "benchdnn" / "shapes_resnet_50"
@@ -32,7 +32,7 @@ FIVE = {  # the minimal problem each bug of examples/shape_bugs.py shrinks to, a
 
 
 def lines(path):
-    return [json.loads(line) for line in open(path, encoding="utf-8")]
+    return records_of(path)
 
 
 def test_a_space_is_parsed_sized_and_drawn_the_same_way_every_time():

@@ -7,7 +7,6 @@ CUDA error, a crashing cuDNN engine) is in tests/test_gpu.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, records_of, run_cli
 
 CRASHERS = REPO / "tests" / "crashers.py"
 RESNET = REPO / "cases" / "benchdnn" / "shapes_resnet_50"
@@ -26,7 +25,7 @@ HANG_LIMIT = "8"  # the issue's scenario says --timeout 20; the verdicts are the
 
 
 def lines(path):
-    return [json.loads(line) for line in open(path, encoding="utf-8")]
+    return records_of(path)
 
 
 def expected(rec: dict) -> tuple[str, str | None]:

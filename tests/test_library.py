@@ -3,7 +3,6 @@ lists and known bugs as data, on the CPU path (the CUDA variants are in test_gpu
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import pytest
@@ -16,7 +15,7 @@ from convcheck.base.errors import BadInput
 from convcheck.campaign.expectations import Expectation, apply as apply_expectations, read_expectations
 from convcheck.problem.miopen import NotRepresentable, parse_miopen_line
 
-from .conftest import run_cli
+from .conftest import records_of, run_cli
 
 G = torch.Generator().manual_seed(0)
 
@@ -131,7 +130,7 @@ def test_model_checks_every_conv_layer(model_file, tmp_path, data):
     done = run_cli("model", f"{model_file}:Small", "--input", "2,3,12,12", "--data", data, "--out", str(out),
                    "--backend", "torch", "--device", "cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     names = [r["problem"].split('n"')[-1].rstrip('"') if 'n"' in r["problem"] else r["problem"] for r in recs]
     assert names == ["stem", "layer1.0", "layer1.2", "odd", "head"], names
     by = dict(zip(names, recs))
@@ -207,7 +206,7 @@ def test_a_sweep_reads_miopen_lines_beside_benchdnn_lines(tmp_path):
     out = tmp_path / "s.jsonl"
     done = run_cli("sweep", "--batch", str(batch), "--mb", "1", "--out", str(out), "--quiet", "--backend", "torch", "--device", "cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     assert [(r["dtype"], r["direction"], r["status"]) for r in recs] == [  # a malformed line would be "invalid"
         ("fp16", "fprop", "passed"), ("fp16", "dgrad", "passed"), (None, None, "unsupported"), ("fp32", "fprop", "passed")]
     assert recs[0]["problem"].startswith("mb1") and "--mode trans" in recs[2]["message"]
@@ -245,7 +244,7 @@ def test_a_sweep_counts_known_failures_apart_and_exits_0(tmp_path):
                    "--backend", "torch", "--device", "cpu")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "known-failure 1" in done.stdout and "FIXED?" in done.stdout
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     assert recs[1]["status"] == "known-failure" and recs[1]["expected_failure"]["reason"] == "a malformed line we know about"
     without = run_cli("sweep", "--batch", str(batch), "--out", str(tmp_path / "t.jsonl"), "--quiet", "--backend", "torch", "--device", "cpu")
     assert without.returncode == 2  # the same malformed line, not expected, is the user's mistake

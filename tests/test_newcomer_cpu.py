@@ -7,7 +7,7 @@ import pytest
 
 from convcheck.check import backends
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, records_of, run_cli
 
 
 def test_a_cudnn_matrix_without_a_gpu_is_refused_before_installing(tmp_path):
@@ -61,7 +61,7 @@ def test_a_resumed_sweep_counts_what_is_left(tmp_path):
     assert done.returncode == 0, done.stderr
     progress = [line.split()[0] for line in done.stderr.splitlines() if line.startswith("[")]
     assert progress == ["[1/2]", "[2/2]"], done.stderr
-    assert len(out.read_text().splitlines()) == 4
+    assert len(records_of(out)) == 4
 
 
 def test_a_small_problem_is_not_said_to_need_hundreds_of_megabytes():

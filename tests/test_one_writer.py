@@ -4,7 +4,6 @@ the process that holds it, and a file that holds a key twice is counted once per
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pytest
 from convcheck.base.errors import BadInput
 from convcheck.campaign.records import one_writer
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, records_of, run_cli
 
 SLOW = '''import time
 import torch.nn.functional as F
@@ -65,7 +64,7 @@ def test_two_sweeps_started_together_end_with_each_key_once(tmp_path):
     first_err = first.communicate(timeout=300)[1]
     codes = sorted([first.returncode, second.returncode])
     assert codes == [0, 2], (first_err, second.stderr)
-    keys = [json.loads(line)["key"] for line in out.read_text().splitlines()]
+    keys = [r["key"] for r in records_of(out)]
     assert len(keys) == 3 and len(set(keys)) == 3
 
 
@@ -86,7 +85,7 @@ def test_a_file_holding_a_key_twice_is_counted_once_per_key_and_says_so(tmp_path
     out = tmp_path / "r.jsonl"
     assert run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb1ic4ih5oc2oh5kh3ph1", "--out", str(out), "--quiet").returncode == 0
     lines = out.read_text().splitlines()
-    out.write_text("\n".join(lines + lines[:1]) + "\n")  # what two writers would have left
+    out.write_text("\n".join(lines + lines[1:2]) + "\n")  # what two writers would have left (line 1: the versions)
     done = run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb1ic4ih5oc2oh5kh3ph1", "--out", str(out), "--resume")
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
@@ -109,7 +108,7 @@ def test_jobs_are_capped_at_the_problems_and_refused_where_their_memory_cannot_f
     start = time.perf_counter()
     done = run_cli("sweep", "mb1ic2ih5oc2oh5kh3ph1", "--jobs", "100000", "--out", str(out), "--quiet")
     assert done.returncode == 0 and time.perf_counter() - start < 120, done.stderr
-    assert len({json.loads(line)["worker"]["pid"] for line in out.read_text().splitlines()}) == 1
+    assert len({r["worker"]["pid"] for r in records_of(out)}) == 1
 
 
 CRASHES_ON_RERUN = '''import os
@@ -137,7 +136,7 @@ def test_report_re_runs_in_a_worker_and_runs_a_record_s_code_only_when_trusted(t
     out = tmp_path / "r.jsonl"
     done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "--backend", f"{source}:conv", "--out", str(out), "--quiet",
                    "--diagnose", "0")
-    assert done.returncode == 1 and json.loads(out.read_text())["status"] == "failed", done.stderr
+    assert done.returncode == 1 and records_of(out)[0]["status"] == "failed", done.stderr
     page = tmp_path / "r.html"
     done = run_cli("report", str(out), "--html", str(page))
     assert done.returncode == 0 and "not re-run: it would import and run" in page.read_text(), done.stderr

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from .conftest import run_cli
+from .conftest import records_of, run_cli
 
 LESSON = "mb2ic16ih14oc8oh14kh3ph1"
 SMALL_NET = '''
@@ -53,7 +53,7 @@ def test_every_unchecked_record_shows_its_whole_reason_with_its_number(tmp_path)
     big3d = "mb2ic4id8ih8iw8oc4od8oh8ow8kd3kh3kw3pd1ph1pw1"
     done, out = _sweep(tmp_path, big3d, LESSON, "garbage line", extra=("--max-memory", "100K"))
     assert done.returncode == 2
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     err = re.sub(r"\s+", " ", done.stderr)
     summary = re.sub(r"\s+", " ", done.stdout)
     for number, rec in enumerate(recs, 1):

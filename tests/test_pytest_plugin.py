@@ -4,12 +4,11 @@ its own convolutions), run by pytest as its owner would, with convcheck's plugin
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from tests.conftest import REPO
+from tests.conftest import REPO, records_of
 
 PROJECT = REPO / "tests" / "user_project"
 
@@ -42,7 +41,7 @@ def test_each_problem_of_the_marker_is_its_own_test_result(tmp_path):
     by_hand = [n for n in results if n.startswith("test_each_alexnet_layer_called_by_hand[")]
     assert len(by_hand) == 5 and all(results[n][0] == "passed" for n in by_hand)  # the list by name
     assert results["test_any_data"][0] == "passed"  # the public strategies, on data of any values
-    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    recs = records_of(records)
     assert len(recs) == 6 + 1 + 3 and {r["name"] for r in recs} == {"deep 3x3", "groups 4", "strided 1x1"}
     assert [r["status"] for r in recs if "tf32" in r["backend"]] == ["failed"]
 

@@ -222,3 +222,58 @@ def test_a_field_named_with_a_control_character_is_still_one_line(tmp_path):
     done = run_cli("repro", str(path), "--index", "1", "-o", str(tmp_path / "s.py"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "\\x0d" in done.stderr and "is out of range" in done.stderr
+
+
+def test_a_sweep_file_holds_its_versions_once_and_every_record_reads_them_back(tmp_path):
+    """Three checks in the supervised worker: one versions block line, first; each record names it by id
+    in place of its versions; read back, every record has the versions a check records. A resumed sweep
+    of the same environment writes no second block."""
+    from convcheck.check.environment import versions
+
+    out = tmp_path / "s.jsonl"
+    problems = ["mb1ic2ih5oc2oh5kh3ph1", "mb1ic3ih6oc2oh6kh3ph1", "mb2ic2ih5oc4oh5kh1ph0"]
+    assert main(["sweep", *problems[:2], "--out", str(out), "--quiet", "--diagnose", "0"]) == 0
+    assert main(["sweep", *problems, "--out", str(out), "--resume", "--quiet", "--diagnose", "0"]) == 0
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    blocks = [line for line in lines if "status" not in line]
+    assert len(lines) == 4 and lines[0] is blocks[0] and set(blocks[0]) == {"versions", "versions_block"}
+    assert all(line["versions_block"] == blocks[0]["versions_block"] and "versions" not in line for line in lines[1:])
+    records = read_records(out)
+    assert [r["problem"].split("n")[0] for r in records] == [parse_descriptor(p).descriptor().split("n")[0] for p in problems]
+    here = versions()
+    assert all("versions_block" not in r and r["versions"]["torch"] == here["torch"] and set(r["versions"]) == set(here)
+               for r in records)
+
+
+def test_records_of_two_environments_name_their_own_blocks_and_a_copied_line_keeps_its_id(tmp_path):
+    """A writer given records with two versions objects writes two blocks, each once, and each record reads back
+    its own; a line copied out of the file alone reads with its id and no versions."""
+    from convcheck.campaign.records import RecordWriter
+
+    path = tmp_path / "r.jsonl"
+    old, new = {"torch": "2.12.0", "numpy": "2.3.5"}, {"torch": "2.13.0", "numpy": "2.4.6"}
+    recs = [{"status": "passed", "problem": f"p{i}", "versions": v} for i, v in enumerate([old, new, old, new])]
+    with RecordWriter(path) as writer:
+        writer.append(recs[:2])
+        writer.append(recs[2:])
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 6 and sum('"status"' not in line for line in lines) == 2
+    assert read_records(path) == recs
+    alone = tmp_path / "one.jsonl"
+    alone.write_text(lines[-1] + "\n", encoding="utf-8")
+    [rec] = read_records(alone)
+    assert "versions" not in rec and rec["versions_block"] == json.loads(lines[-1])["versions_block"]
+
+
+@pytest.mark.parametrize("line, says", [
+    ('{"versions_block": "ab", "versions": 3}', "versions block: field 'versions' is int"),
+    ('{"versions_block": 7, "versions": {}}', "versions block: field 'versions_block' is int"),
+    ('{"versions_block": "ab"}', "versions block: it has no versions"),
+])
+def test_a_bad_versions_block_is_one_line_naming_the_file_and_line(tmp_path, line, says):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"status": "passed"}\n' + line + "\n")
+    with pytest.raises(BadInput) as raised:
+        read_records(path)
+    assert str(raised.value).startswith(f"{path}:2: ") and says in str(raised.value), str(raised.value)
+    assert run_cli("report", path).returncode == 2

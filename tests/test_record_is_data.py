@@ -10,7 +10,6 @@ is the same as a harmless record's, with other constants."""
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
 
@@ -19,7 +18,7 @@ import pytest
 from convcheck import parse_descriptor, run_check
 from convcheck.output.repro import docstring_text, from_record, function_script, script
 
-from .conftest import needs_frontend, run_cli
+from .conftest import needs_frontend, records_of, run_cli
 
 #: What a hostile text tries: end the docstring or a string literal, run a command, be a template place.
 PAYLOADS = [
@@ -116,7 +115,7 @@ def test_a_batch_file_s_problem_name_goes_through_sweep_and_repro_as_data(tmp_pa
     batch.write_text(f'mb1ic1ih3oc1kh1nx"""+__import__("os").system("touch {marker}")+"""\n', encoding="utf-8")
     out = tmp_path / "r.jsonl"
     assert run_cli("sweep", "--batch", str(batch), "--out", str(out), "--quiet", "--diagnose", "0").returncode == 0
-    assert json.loads(out.read_text().splitlines()[0])["status"] == "passed"
+    assert records_of(out)[0]["status"] == "passed"
     done = run_cli("repro", str(out), "--index", "1", "-o", str(tmp_path / "s.py"))
     assert done.returncode == 0, done.stderr
     ran = subprocess.run([sys.executable, str(tmp_path / "s.py")], capture_output=True, text=True, timeout=300,

@@ -25,7 +25,7 @@ from convcheck.numerics.magnitudes import compute as magnitudes
 from convcheck.output.repro import SCRIPT_TERMS
 from convcheck.output.repro import script
 
-from .conftest import REPO, needs_frontend, run_cli
+from .conftest import REPO, needs_frontend, records_of, run_cli
 
 
 KINDS = [
@@ -164,7 +164,7 @@ def test_repro_writes_the_script_of_a_recorded_check(tmp_path):
     out = tmp_path / "s.jsonl"
     assert run_cli("sweep", "mb2ic16ih14oc8oh14kh3ph1", "g2mb2ic8ih13oc8oh7kh3sh2ph1", "--dtype", "fp16",
                    "--out", str(out), "--quiet").returncode == 0
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     done = run_cli("repro", str(out), "--index", "2", "-o", str(tmp_path / "r.py"))
     assert done.returncode == 0 and "reproducer written to" in done.stderr, done.stderr
     mod = load((tmp_path / "r.py").read_text(), tmp_path / "again.py")

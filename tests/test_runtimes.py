@@ -14,7 +14,7 @@ import pytest
 
 from convcheck.check import backends
 from convcheck.campaign.records import record_key
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, records_of, run_cli
 
 #: grouped and strided, dilated, a padding that differs before and after, one that crops, 1-D, 3-D
 PROBLEMS = ["mb2g2ic8ih9iw11oc8oh5ow11kh3kw2sh2ph1pw1dh0dw1", "mb2ic8ih12oc8oh10kh3dh1ph1",
@@ -33,7 +33,7 @@ def sweep(tmp_path, *args) -> list[dict]:
         out.unlink()
     done = run_cli("sweep", *PROBLEMS, "--device", "cpu", "--out", str(out), "--quiet", "--diagnose", "0", *args)
     assert done.returncode in (0, 1), done.stderr
-    return [json.loads(line) for line in out.read_text().splitlines()]
+    return records_of(out)
 
 
 @needs("jax")
@@ -94,7 +94,7 @@ def test_precision_is_one_more_choice_of_the_check_rerun_and_hunt_take_it(tmp_pa
     done = run_cli("hunt", "--backend", "openvino", "--precision", "f32", "--space", "mb1-2 ic1-4 oc1-4 ih3-6 kh3 ph1",
                    "--budget", "6", "--out", str(hunted), "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert {json.loads(line).get("precision") for line in hunted.read_text().splitlines()} == {"f32"}
+    assert {r.get("precision") for r in records_of(hunted)} == {"f32"}
 
 
 @pytest.mark.parametrize("args,said", [

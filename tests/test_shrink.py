@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.campaign.shrink import size, steps
 from convcheck.api.strategies import conv_problems
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, records_of, run_cli
 
 BUGS = REPO / "examples" / "shape_bugs.py"
 RESNET = REPO / "cases" / "benchdnn" / "shapes_resnet_50"
 
 
 def lines(path):
-    return [json.loads(line) for line in open(path, encoding="utf-8")]
+    return records_of(path)
 
 
 @settings(max_examples=60, deadline=None)

@@ -17,7 +17,7 @@ from convcheck.check.backends import user_function
 from convcheck.check.fill import make_inputs
 from convcheck.api.strategies import conv_problems
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, records_of, run_cli
 
 EXAMPLE = REPO / "examples" / "11_your_conv_function.py"
 ALL = ("fprop", "dgrad", "wgrad")
@@ -32,7 +32,7 @@ def test_a_correct_kernel_passes_the_resnet_50_sweep_at_batch_8(tmp_path, cases_
     done = run_cli("sweep", "--batch", str(cases_dir / "shapes_resnet_50"), "--mb", "8", "--direction", direction,
                    "--backend", f"{EXAMPLE}:{name}", "--out", str(out), "--quiet")
     assert done.returncode == 0, done.stdout + done.stderr
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     assert len(recs) == 20 and all(r["status"] == "passed" for r in recs)
     # every record names the function, and the hash of the file that defines it
     info = recs[0]["backend_info"]
@@ -156,7 +156,7 @@ def test_every_mistake_in_your_function_is_one_line(tmp_path, name, expected):
     if name in ("two_args", "NUMBER", "missing"):  # the backend itself is wrong: the sweep stops at once
         assert sweep.returncode == 2 and sweep.stderr.count("\n") == 1 and expected in sweep.stderr
     else:  # the function failed on this problem: an error record naming it, the sweep goes on
-        rec = json.loads(out.read_text())
+        rec = records_of(out)[0]
         assert rec["status"] == "error" and expected in rec["message"] and sweep.returncode == 4
 
 
@@ -174,7 +174,7 @@ def test_a_changed_function_is_not_mistaken_for_the_same_one(tmp_path):
     assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{mine}:conv", "--out", str(a), "--quiet").returncode == 0
     mine.write_text("import torch.nn.functional as F\nconv = F.conv2d  # changed\n")
     assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{mine}:conv", "--out", str(b), "--quiet").returncode == 0
-    ra, rb = (json.loads(p.read_text()) for p in (a, b))
+    ra, rb = (records_of(p)[0] for p in (a, b))
     assert ra["backend_info"]["sha256"] != rb["backend_info"]["sha256"]
     diff = run_cli("diff", str(a), str(b))
     assert "user_function" in diff.stdout, diff.stdout
@@ -261,7 +261,6 @@ def test_a_function_declines_a_problem_and_the_check_is_unsupported(tmp_path, ho
     """A function that cannot take a problem says so by raising NotImplementedError or convcheck's exported
     Unsupported: the check is unsupported (exit 3) with its message, and a sweep counts it so, never as an
     error."""
-    import json
 
     from convcheck import run_check
 
@@ -279,7 +278,7 @@ def test_a_function_declines_a_problem_and_the_check_is_unsupported(tmp_path, ho
     assert done.returncode == 3 and "no float16 here" in done.stdout + done.stderr, done.stderr
     out = tmp_path / "s.jsonl"
     done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--dtype", "fp16,fp32", "--backend", fn, "--out", str(out), "--quiet")
-    statuses = sorted(json.loads(line)["status"] for line in out.read_text().splitlines())
+    statuses = sorted(r["status"] for r in records_of(out))
     assert statuses == ["passed", "unsupported"] and done.returncode == 0, done.stderr
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from convcheck.cli.main import main
 
-from .conftest import run_cli
+from .conftest import records_of, run_cli
 
 DESC = "mb2ic16ih14oc8oh14kh3ph1"
 CPU = ("--backend", "torch", "--device", "cpu")
@@ -117,7 +117,7 @@ def test_oversized_problems_are_refused_before_allocating(tmp_path):
     assert "given memory limit" in done.stderr
     out = tmp_path / "s.jsonl"
     done = run_cli("sweep", DESC, "mb1000ic1024ih1024oc1024kh3ph1", *CPU, "--out", str(out), "--quiet")
-    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs = records_of(out)
     assert [r["status"] for r in recs] == ["passed", "refused"], recs
     assert "needs about" in recs[1]["message"] and done.returncode == 0
     assert "refused 1" in done.stdout
@@ -134,12 +134,12 @@ def test_a_torn_tail_is_set_aside_never_glued_to(sweep_file):
     done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic3ih6oc3oh6kh3ph1", *CPU, "--out", str(sweep_file), "--resume")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "torn" in done.stdout and (sweep_file.parent / "s.jsonl.torn").read_text().startswith(text.splitlines()[0][:40])
-    recs = [json.loads(x) for x in sweep_file.read_text().splitlines()]  # every line a whole record
+    recs = records_of(sweep_file)  # every line a whole record
     assert len(recs) == 4
 
 
 def test_a_resumed_sweep_answers_for_the_whole_file(sweep_file):
-    recs = [json.loads(x) for x in sweep_file.read_text().splitlines()]
+    recs = records_of(sweep_file)
     recs[0]["status"] = "failed"  # a failure recorded by an earlier run
     sweep_file.write_text("".join(json.dumps(r) + "\n" for r in recs))
     done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", "mb1ic3ih6oc3oh6kh3ph1", *CPU, "--out", str(sweep_file), "--resume")
@@ -167,7 +167,7 @@ def test_reports_say_what_ran(tmp_path):
     assert "CPU build (no CUDA, no cuDNN)" in done.stdout or "built against CUDA" in done.stdout
     out = tmp_path / "s.jsonl"
     done = run_cli("sweep", DESC, "--out", str(out))
-    rec = json.loads(out.read_text().splitlines()[0])
+    rec = records_of(out)[0]
     if rec["backend"] != "cudnn":
         assert any(n.startswith("cuDNN not tested: ") for n in rec["notes"]), rec["notes"]
         assert "cuDNN not tested" in done.stdout + done.stderr

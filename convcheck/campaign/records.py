@@ -1,11 +1,18 @@
 """Sweep records: one JSON object a line, what identifies them, how to read them back
 (torn tails included), how bad each is, and how they leave as JUnit XML. Used by sweep,
 model, rerun, diff and report alike.
+
+A file holds each versions object once: a *versions block* line (``{"versions": {...},
+"versions_block": ID}``, ID a hash of the versions) before the first record that names it, and every
+record in its place ``"versions_block": ID``. Reading a file puts the versions back into each record
+(:func:`read_records`), so every command sees a record as the check made it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import sys
@@ -15,7 +22,7 @@ from pathlib import Path
 
 from ..base.errors import BadInput, shown, writable_file, writing
 from ..base.status import Status, of
-from .schema import FIELDS, NON_FINITE, number_fields, record_json, validated
+from .schema import BLOCK, FIELDS, NON_FINITE, number_fields, record_json, validated, validated_block
 from ..numerics.bound import DEFAULT_LEVEL  # given data's level where a record names none (older records were judged so)
 
 #: The statuses' words, in the order a summary lists them (convcheck.base.status.Status).
@@ -65,9 +72,11 @@ def done_keys(path: Path) -> set[str]:
     with open(path, encoding="utf-8") as f:
         for line in f:
             try:
-                records.append(json.loads(line))
+                rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(rec, dict) and "status" in rec:  # not a versions block
+                records.append(rec)
     return keys_of(records)
 
 
@@ -79,7 +88,7 @@ def read_records(path, notices: list | None = None) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"{path}: no such sweep file")
-    records = []
+    records, blocks = [], {}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
@@ -105,8 +114,53 @@ def read_records(path, notices: list | None = None) -> list[dict]:
             raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)") from None
         if not isinstance(rec, dict):
             raise BadInput(f"{path}:{lineno}: not a JSON record (a sweep file has one JSON object per line)")
-        records.append(validated(rec, f"{path}:{lineno}"))
+        if is_block(rec):
+            ident, versions = validated_block(rec, f"{path}:{lineno}")
+            blocks[ident] = versions
+        else:
+            records.append(validated(rec, f"{path}:{lineno}"))
+    for rec in records:
+        with_versions(rec, blocks)
     return records
+
+
+def is_block(rec: dict) -> bool:
+    """Whether a line of a record file is a versions block (no status: no check's record)."""
+    return BLOCK in rec and "status" not in rec
+
+
+def with_versions(rec: dict, blocks: dict) -> dict:
+    """In place: ``rec``'s versions from the block it names, where ``blocks`` (id -> versions) holds it. A
+    record whose block is not there (a line copied out of its file) keeps the id, and has no versions."""
+    ident = rec.get(BLOCK)
+    if ident is not None and ident in blocks:
+        del rec[BLOCK]
+        rec["versions"] = blocks[ident]
+    return rec
+
+
+def encode(recs) -> tuple[list[str], dict[str, str]]:
+    """Records as their file holds them: (their lines, each naming its versions by a block's id; {id: the
+    block's line}). Every record with the same versions names the same block: the versions are
+    encoded once per distinct object, not once per record."""
+    lines, blocks = [], {}
+    for rec in recs:
+        versions = rec.get("versions")
+        if not isinstance(versions, dict) or not versions:
+            lines.append(record_json(rec))
+            continue
+        ident, block = _block(record_json(versions))
+        blocks[ident] = block
+        lines.append(record_json({k: v for k, v in rec.items() if k != "versions"} | {BLOCK: ident}))
+    return lines, blocks
+
+
+@functools.lru_cache(maxsize=16)
+def _block(versions_json: str) -> tuple[str, str]:
+    """(id, line) of the block holding the versions encoded as ``versions_json``: the id is the first 16
+    hex digits of its SHA-256, so the same versions give the same block in any file, on any machine."""
+    ident = hashlib.sha256(versions_json.encode("utf-8")).hexdigest()[:16]
+    return ident, f'{{"versions": {versions_json}, "{BLOCK}": "{ident}"}}'  # as record_json writes it: keys sorted
 
 
 @dataclass
@@ -188,13 +242,15 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
 
 class Encoded(list):
     """Records with the lines they were encoded as where they were made (a worker:
-    :func:`~convcheck.campaign.sweep.check_item_lines`): the records for this process to read (their number
-    fields' non-finite strings read back as floats, as a file's reader gets them) and the lines, which
+    :func:`~convcheck.campaign.sweep.check_item_lines`, which returns :func:`encode`'s lines and blocks): the
+    records for this process to read (their number fields' non-finite strings read back as floats and
+    their versions put back, as a file's reader gets them) and the lines and blocks, which
     :meth:`RecordWriter.append` writes as they are."""
 
-    def __init__(self, lines: list[str]):
-        super().__init__(self._read(line) for line in lines)
-        self.lines = list(lines)
+    def __init__(self, lines: list[str], blocks: dict[str, str]):
+        versions = {ident: json.loads(line)["versions"] for ident, line in blocks.items()}
+        super().__init__(with_versions(self._read(line), versions) for line in lines)
+        self.lines, self.blocks = list(lines), dict(blocks)
 
     @staticmethod
     def _read(line: str) -> dict:
@@ -231,6 +287,7 @@ class RecordWriter:
             self.f = open(self.out, "ab", buffering=0)
         self.pending, self.synced_at, self._clock = 0, time.monotonic(), time.monotonic
         self.written = 0
+        self.blocks = blocks_in(self.out)  # a resumed file's: not written again
 
     def _writing(self):
         """A write that fails (a full disk, ``ulimit -f``) is one line naming the file; what was written stays."""
@@ -239,12 +296,14 @@ class RecordWriter:
 
     def append(self, recs) -> None:
         """Write ``recs`` (one problem's records) in one write, to the OS at once; sync if a group is due."""
-        lines = recs.lines if isinstance(recs, Encoded) else [record_json(rec) for rec in recs]
-        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        lines, blocks = (recs.lines, recs.blocks) if isinstance(recs, Encoded) else encode(recs)
+        new = [line for ident, line in blocks.items() if ident not in self.blocks]  # each block once in the file
+        data = "".join(line + "\n" for line in new + lines).encode("utf-8")
         with self._writing():
             done = self.f.write(data)
             while done is not None and done < len(data):  # a short write (a signal, a pipe): the rest
                 done += self.f.write(data[done:])
+        self.blocks.update(blocks)
         self.pending += len(recs)
         self.written += len(recs)
         if self.pending >= self.every or self._clock() - self.synced_at >= self.seconds:
@@ -268,6 +327,22 @@ class RecordWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()  # at the end, and on a signal or any exception: nothing written is left unsynced
+
+
+def blocks_in(path: Path) -> dict[str, str]:
+    """The versions blocks a record file holds already ({id: line}; none where it does not exist): a
+    writer appending to it (a resumed sweep) writes only the others. Only the block lines are decoded."""
+    found = {}
+    if not Path(path).is_file():  # new, or not a file at all (a device, a pipe): nothing to read back
+        return found
+    with contextlib.suppress(OSError, UnicodeDecodeError), open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith('{"versions": '):
+                with contextlib.suppress(ValueError):
+                    rec = json.loads(line)
+                    if isinstance(rec, dict) and is_block(rec) and isinstance(rec[BLOCK], str):
+                        found[rec[BLOCK]] = line.rstrip("\n")
+    return found
 
 
 def cut_torn_tail(path: Path) -> str:

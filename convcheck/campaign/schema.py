@@ -47,6 +47,9 @@ def _or_none(kind):
     return (kind[0] + " or null", lambda v: v is None or kind[1](v))
 
 
+#: The field of a record file's versions block and of a record that names one (convcheck.campaign.records).
+BLOCK = "versions_block"
+
 #: Top-level fields with the kind each must have; None is allowed where a check may not have one. Fields
 #: not named here are carried as they are (a newer version's, a user's own), checked only for text and depth.
 FIELDS = {
@@ -65,7 +68,7 @@ FIELDS = {
     "engine": _or_none(TEXT), "engine_index": _or_none(INT), "judged_as": _or_none(TEXT), "engine_pinned": _or_none(TEXT),
     "algorithm": _or_none(TEXT), "contract": _or_none(TEXT), "convention": _or_none(TEXT),
     "precision": _or_none(TEXT), "level": _or_none(TEXT), "heuristics": _or_none(TEXTS), "plan_count": _or_none(INT),
-    "engines": _or_none(TEXT), "expected_failure_fixed": _or_none(OBJECT),
+    "engines": _or_none(TEXT), "expected_failure_fixed": _or_none(OBJECT), BLOCK: _or_none(TEXT),
 }
 
 #: Fields inside the objects a command reads (object field -> {field: kind}).
@@ -149,6 +152,18 @@ def validated(rec: Any, where: str) -> dict:
     except ValueError as e:
         raise BadInput(f"{where}: {e}") from None
     return rec
+
+
+def validated_block(rec: dict, where: str) -> tuple[str, dict]:
+    """(id, versions) of a record file's versions block, or BadInput naming ``where`` and what was wrong."""
+    try:
+        rec = _finite_back(rec, 0, where)
+        _check({BLOCK: TEXT, "versions": OBJECT}, rec, "versions block: ")
+        if "versions" not in rec:
+            raise ValueError("versions block: it has no versions")
+    except ValueError as e:
+        raise BadInput(f"{where}: {e}") from None
+    return rec[BLOCK], rec["versions"]
 
 
 def record_json(rec: dict, **options) -> str:

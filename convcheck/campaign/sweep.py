@@ -39,10 +39,9 @@ from ..base.status import Status, campaign_exit
 from . import expectations
 from ..check.memory import TooLarge
 from ..problem.miopen import NotRepresentable, is_miopen_line, parse_miopen_line
-from .records import STATUSES, Encoded, RecordWriter, keys_of, one_writer, prepare_out, record_brief, record_key, record_label, severity
+from .records import STATUSES, Encoded, RecordWriter, encode, keys_of, one_writer, prepare_out, record_brief, record_key, record_label, severity
 from ..problem.descriptor import ConvProblem, parse_descriptor
 from ..check.spec import CheckSpec
-from .schema import record_json
 
 @dataclass(frozen=True)
 class SweepOptions(CheckSpec):
@@ -316,11 +315,12 @@ def check_item(item: Item, options: SweepOptions, plain: bool = True) -> list[di
     return _finish(recs, item, options, plain=plain)
 
 
-def check_item_lines(item: Item, options: SweepOptions) -> list[str]:
-    """:func:`check_item`'s records as the lines the file will hold: what a supervised worker sends back.
-    A record is encoded once, in the worker, and the supervisor writes the lines as they are
+def check_item_lines(item: Item, options: SweepOptions) -> tuple[list[str], dict[str, str]]:
+    """:func:`check_item`'s records as the file will hold them (:func:`~convcheck.campaign.records.encode`:
+    the lines, and the versions blocks they name): what a supervised worker sends back. A record is
+    encoded once, in the worker, and the supervisor writes the lines as they are
     (:class:`~convcheck.campaign.records.Encoded`): plain text, so reading it never imports a library."""
-    return [record_json(rec) for rec in check_item(item, options, plain=False)]
+    return encode(check_item(item, options, plain=False))
 
 
 def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | None = None,
@@ -412,12 +412,12 @@ def time_limit(item: Item, options: SweepOptions) -> float | None:
     return (TIMEOUT_BASE_S * (10 if options.all_engines else 1)) + work(item, options) / SLOWEST_MACS_PER_S
 
 
-def _records_fault(lines) -> str | None:
-    """A sticky CUDA error in a check's records, as a worker encoded them (what the backend raised, in an
-    error record's message)."""
+def _records_fault(encoded) -> str | None:
+    """A sticky CUDA error in a check's records, as a worker encoded them (:func:`check_item_lines`: what
+    the backend raised, in an error record's message)."""
     from .workers import sticky_fault
 
-    recs = (json.loads(line) for line in lines if '"error"' in line)  # only an error record can say one
+    recs = (json.loads(line) for line in encoded[0] if '"error"' in line)  # only an error record can say one
     return sticky_fault(r.get("message") for r in recs if r.get("status") == "error")
 
 
@@ -481,7 +481,7 @@ class SupervisedExecutor:
             for out in sup.run(tasks, stop, fault_in=_records_fault):
                 i, item, options = out.tag
                 if out.status == "done":
-                    recs = Encoded(out.value)
+                    recs = Encoded(*out.value)
                     yield i, (_faulted(recs, out) if out.fault else recs)
                 elif out.status == "raised":
                     if isinstance(out.exception, BackendUnavailable):
