@@ -337,11 +337,11 @@ def blocks_in(path: Path) -> dict[str, str]:
         return found
     with contextlib.suppress(OSError, UnicodeDecodeError), open(path, encoding="utf-8") as f:
         for line in f:
-            if line.startswith('{"versions": '):
-                with contextlib.suppress(ValueError):
+            if line.startswith('{"versions": '):  # as encode writes a block (keys sorted)
+                with contextlib.suppress(ValueError, BadInput):  # not a block: the file's readers will say so
                     rec = json.loads(line)
-                    if isinstance(rec, dict) and is_block(rec) and isinstance(rec[BLOCK], str):
-                        found[rec[BLOCK]] = line.rstrip("\n")
+                    if isinstance(rec, dict) and is_block(rec):
+                        found[validated_block(rec, str(path))[0]] = line.rstrip("\n")
     return found
 
 
