@@ -55,6 +55,7 @@ def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     assert out.count("isolation (supervised worker) against the same checks in this process") == 2
     assert "in a fresh process, Python's start included" in out  # what isolation costs a user's command
     assert "goal sweep/peers, warm <= 1.2 at --mb 1: met in " in out and " of 1 runs (" in out
+    assert "the peers' own first calls took " in out and "| peers cold/warm |" in out
 
 
 def test_shrink_and_hunt_benchmark_shrinks_one_layer_per_bug_to_its_smallest_problem():
