@@ -215,7 +215,7 @@ def test_one_sigterm_ends_a_shrink_with_its_candidates_kept_and_resume_finishes(
     code, _, err = cli(capfd, "sweep", "mb16ic32ih24oc32oh24kh3ph1", "--backend", f"{WRONG}:scaled", "--out", sweep,
                        "--quiet")
     assert code == 1, err
-    rec = records_of(sweep)[0]
+    [rec] = records_of(sweep)
     sweep.write_text(json.dumps(rec | {"backend": f"{WRONG}:slow"}) + "\n")  # the same failure, a second a check
     out = tmp_path / "k.jsonl"
     proc, seconds, said = _one_sigterm(tmp_path, ["shrink", sweep, "--index", "1", "--out", out, "--trust-backend"], out, 3)

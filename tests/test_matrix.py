@@ -16,8 +16,8 @@ def test_two_versions_two_environments_and_the_diff(tmp_path):
     done = run_cli("matrix", "--install", "numpy==2.3.5", "--install", "numpy==2.4.6", "--workdir", str(tmp_path),
                    "--", "--random", "3", "--seed", "4", "--backend", "torch", "--device", "cpu")
     assert done.returncode == 0, done.stdout + done.stderr
-    a = records_of((tmp_path / "sweep-numpy_2.3.5.jsonl"))
-    b = records_of((tmp_path / "sweep-numpy_2.4.6.jsonl"))
+    a = records_of(tmp_path / "sweep-numpy_2.3.5.jsonl")
+    b = records_of(tmp_path / "sweep-numpy_2.4.6.jsonl")
     assert len(a) == len(b) == 3
     assert {r["versions"]["numpy"] for r in a} == {"2.3.5"} and {r["versions"]["numpy"] for r in b} == {"2.4.6"}
     assert "numpy                     2.3.5 / 2.4.6   <- differs" in done.stdout

@@ -156,7 +156,7 @@ def test_every_mistake_in_your_function_is_one_line(tmp_path, name, expected):
     if name in ("two_args", "NUMBER", "missing"):  # the backend itself is wrong: the sweep stops at once
         assert sweep.returncode == 2 and sweep.stderr.count("\n") == 1 and expected in sweep.stderr
     else:  # the function failed on this problem: an error record naming it, the sweep goes on
-        rec = records_of(out)[0]
+        [rec] = records_of(out)
         assert rec["status"] == "error" and expected in rec["message"] and sweep.returncode == 4
 
 
@@ -174,7 +174,7 @@ def test_a_changed_function_is_not_mistaken_for_the_same_one(tmp_path):
     assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{mine}:conv", "--out", str(a), "--quiet").returncode == 0
     mine.write_text("import torch.nn.functional as F\nconv = F.conv2d  # changed\n")
     assert run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--backend", f"{mine}:conv", "--out", str(b), "--quiet").returncode == 0
-    ra, rb = (records_of(p)[0] for p in (a, b))
+    [ra], [rb] = (records_of(p) for p in (a, b))
     assert ra["backend_info"]["sha256"] != rb["backend_info"]["sha256"]
     diff = run_cli("diff", str(a), str(b))
     assert "user_function" in diff.stdout, diff.stdout
