@@ -36,12 +36,14 @@ class _Tee(io.TextIOBase):
 
 
 def commit() -> str:
-    """The checked-out commit, and whether the working tree differs from it."""
+    """The checked-out commit, and whether the working tree differs from it outside the measurement pages (a
+    run that writes several pages changes the ones before it: that is no change to what was measured)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)docs/measurements"], cwd=REPO, capture_output=True, text=True,
+                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
     return head + (" with uncommitted changes" if dirty else "")
