@@ -58,7 +58,7 @@ import torch  # noqa: E402
 from _timing import cold_and_warm  # noqa: E402
 
 from convcheck.cli.main import main as convcheck_main  # noqa: E402
-from convcheck.campaign.records import read_records  # noqa: E402
+from convcheck.campaign.records import blocks_in, read_records  # noqa: E402
 from convcheck.check.fill import make_inputs  # noqa: E402
 from convcheck.problem.descriptor import problem_from_record  # noqa: E402
 
@@ -170,7 +170,7 @@ def record_cost(out: Path, recs: list) -> str:
     """What the records cost on disk: the file's bytes per record, and the versions blocks it holds once
     (each record names its block by id: convcheck.campaign.records)."""
     size = out.stat().st_size
-    blocks = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith('{"versions": ')]
+    blocks = list(blocks_in(out).values())
     return (f"records: {size / max(len(recs), 1):.0f} B each in the file, the versions written once: "
             f"{len(blocks)} block(s) of {sum(map(len, blocks)) / max(len(blocks), 1):.0f} B")
 

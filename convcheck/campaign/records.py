@@ -160,7 +160,7 @@ def _block(versions_json: str) -> tuple[str, str]:
     """(id, line) of the block holding the versions encoded as ``versions_json``: the id is the first 16
     hex digits of its SHA-256, so the same versions give the same block in any file, on any machine."""
     ident = hashlib.sha256(versions_json.encode("utf-8")).hexdigest()[:16]
-    return ident, f'{{"versions": {versions_json}, "{BLOCK}": "{ident}"}}'  # as record_json writes it: keys sorted
+    return ident, record_json({"versions": json.loads(versions_json), BLOCK: ident})  # once per distinct versions
 
 
 @dataclass
