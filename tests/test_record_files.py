@@ -180,6 +180,27 @@ def test_diff_shows_a_record_s_escape_codes_as_text(tmp_path, capsys):
     assert "\x1b" not in said and "\\x1b[2J" in said, said
 
 
+@given(st.text(alphabet=st.characters(codec=None, blacklist_categories=()), max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_what_a_terminal_shows_of_a_text_holds_no_control_character_and_reads_back(text):
+    """:func:`shown` writes every control character, lone surrogate and U+FFFE/U+FFFF as an escape and
+    leaves every other character as it is: the shown text holds none of them, and undoing the escapes
+    gives the text back (where it held no backslash of its own, which would read as an escape too)."""
+    import re
+
+    from convcheck.base.errors import shown
+
+    def unsafe(c):
+        code = ord(c)
+        return (code < 0x20 and c not in "\t\n") or 0x7F <= code < 0xA0 or 0xD800 <= code < 0xE000 or code in (0xFFFE, 0xFFFF)
+
+    out = shown(text)
+    assert not any(unsafe(c) for c in out), repr(out)
+    if "\\" not in text:
+        back = re.sub(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})", lambda m: chr(int(m.group(1) or m.group(2), 16)), out)
+        assert back == text
+
+
 def test_a_lesson_whose_inputs_are_not_finite_is_refused(tmp_path, capsys):
     import numpy as np
 

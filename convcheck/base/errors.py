@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 
 #: Exit codes of the ``convcheck`` command, documented in the README and docs/cli.md.
 EXIT_PASS = 0
@@ -122,16 +123,20 @@ def writable_file(path, option: str | None):
     return p
 
 
+#: What :func:`shown` escapes: C0 controls but tab and newline, DEL, C1 controls, lone surrogates, U+FFFE, U+FFFF.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _escaped(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def shown(text) -> str:
     """``text`` from a record or a file as a terminal or an XML file shows it safely: control characters (an
     escape sequence that would recolour, move or clear the screen, a carriage return), lone surrogates and
     the non-characters U+FFFE and U+FFFF written as ``\\x1b``-style escapes; tabs and newlines as they are."""
-    def safe(c: str) -> bool:
-        code = ord(c)
-        return c in "\t\n" or (code >= 0x20 and code != 0x7F and not 0x80 <= code < 0xA0
-                                 and not 0xD800 <= code < 0xE000 and code not in (0xFFFE, 0xFFFF))
-
-    return "".join(c if safe(c) else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}") for c in str(text))
+    return _UNSAFE.sub(_escaped, str(text))
 
 
 def one_line(text) -> str:
