@@ -24,6 +24,9 @@ Usage: python benchmarks/sweep_throughput.py [--mb 8] [--configs fprop:fp32,wgra
 ``--runs 3`` measures everything three times over (sweeps and peers): the page says in how many
 runs the goal was met, and beside it the peers' cold time over their warm time: what a sweep that runs
 each problem once pays for the first calls before any overhead of its own.
+On the CPU, beside them, the least a check does (benchmarks/_least_check.py: the fill, the convolution
+under test, the reference, the comparison for equality and a line of JSON for each problem, nothing else, in a
+fresh process set up as the worker is): how much of the sweep's time is work no check can leave out.
 Isolation: the same sweep with every check in this process (no supervised worker) is
 timed too, in this process (the worker warm: what each check pays) and in fresh processes
 (Python's start and the worker's included: what a user's command pays); target <= 1.05.
@@ -157,6 +160,26 @@ def peers(problems, device: str) -> tuple[list, dict]:
     return [tuple(t) for t in answer["peers"]], {"threads": answer["threads"], "load": answer["load"]}
 
 
+def least_check(recs: list, device: str) -> dict | None:
+    """The least a check of each problem does (benchmarks/_least_check.py: the fill, the convolution under
+    test, the reference, the comparison for equality, a line of JSON), timed in a fresh process with the
+    worker's settings: {wall, conv, problems, left_out, load}. None off the CPU."""
+    if device != "cpu":
+        return None
+    from convcheck.campaign.workers import SPIN_VARIABLES
+
+    fields = ("problem", "mode", "dtype", "layout", "direction", "fuse", "seed", "bound")
+    env = dict(os.environ)
+    for k, v in SPIN_VARIABLES.items():
+        env.setdefault(k, v)  # as the worker is started
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump([{k: r.get(k) for k in fields} for r in recs], f)
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "_least_check.py"), f.name],
+                          capture_output=True, text=True, check=True, env=env)
+    Path(f.name).unlink()
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 #: The goal per list (sweep over its warm peers on 2 CPU cores, start-up excluded): the small
 #: layers' lists 1.3, ResNet-50 1.2; any other list 1.3.
 TARGETS = {"shapes_resnet_50": 1.2, "shapes_1x1": 1.3, "shapes_dw_2d_strided_padding": 1.3, "shapes_dw_and_1x1": 1.3}
@@ -245,6 +268,13 @@ def one_configuration(args) -> dict:
         own = total_own + total_checked
         print(f"the check's own convolutions (torch in the checked type + the NumPy reference as the check sums it), "
               f"warm: {own:.2f} s: ratio {wall / own:.2f} (wall): what a check costs over the convolutions it runs")
+    least = least_check(recs, args.device)
+    if least is not None:
+        left = f" ({least['left_out']} judged by another bound left out)" if least["left_out"] else ""
+        print(f"the least a check does (the fill, the convolution under test, the reference, equality, a line of "
+              f"JSON; benchmarks/_least_check.py, a fresh process set up as the worker, fastest of 3 loops) over "
+              f"{least['problems']} problems{left}: {least['wall']:.2f} s (torch's convolution {least['conv']:.2f} s): "
+              f"ratio {least['wall'] / total_peers:.2f} to the warm peers; the sweep takes {wall / least['wall']:.2f} x it")
     print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stage_total.items()) + f", rest (records, files) {rest:.2f} s")
     print(record_cost(out, recs))
     first_recs = read_records(first[1])
@@ -258,7 +288,8 @@ def one_configuration(args) -> dict:
     summary = {"config": f"{args.direction} {args.dtype}", "checks": len(recs), "ratio": wall / total_peers,
                "ratio_cold": wall / total_cold, "peers_cold_warm": total_cold / total_peers,
                "isolation_warm": wall / inline, "isolation_fresh": fresh[0] / fresh[1],
-               "overhead": geomean(overheads) if on_gpu else float("nan"), "first_check_extra_s": start_cost}
+               "overhead": geomean(overheads) if on_gpu else float("nan"), "first_check_extra_s": start_cost,
+               "least": least["wall"] / total_peers if least else float("nan")}
     if on_gpu:
         print(f"GPU per-check overhead, check time / (cuDNN execute + reference conv), from the records: "
               f"geomean {summary['overhead']:.2f} over {len(overheads)} checks (target <= 1.3 for fprop fp32)")
@@ -305,12 +336,13 @@ def main() -> int:
             if args.runs > 1:
                 print(f"\n## Run {run} of {args.runs}" + ("" if args.rows else " (totals; the problems' rows are run 1's)"))
             summaries.append(one_configuration(args) | {"run": run})
-    print("\n| run | configuration | checks | sweep/peers, warm | sweep/peers, cold | peers cold/warm | supervised/inline (warm) "
-          "| supervised/inline (fresh process) | GPU check/(cuDNN+reference), geomean | first check of the process minus a later one (s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| run | configuration | checks | sweep/peers, warm | sweep/peers, cold | peers cold/warm | least check/peers, warm "
+          "| supervised/inline (warm) | supervised/inline (fresh process) | GPU check/(cuDNN+reference), geomean "
+          "| first check of the process minus a later one (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         print(f"| {s['run']} | {s['config']} | {s['checks']} | {s['ratio']:.2f} | {s['ratio_cold']:.2f} | {s['peers_cold_warm']:.2f} "
-              f"| {s['isolation_warm']:.3f} "
+              f"| {s['least']:.2f} | {s['isolation_warm']:.3f} "
               f"| {s['isolation_fresh']:.3f} | {s['overhead']:.2f} | {s['first_check_extra_s']:+.3f} |")
     print(f"targets: sweep/peers, warm <= {target(args)} (CPU, fprop fp32, {Path(args.batch).name}); GPU overhead <= 1.3 "
           "(fprop fp32); first check <= 1 s more than a later one")
@@ -318,10 +350,12 @@ def main() -> int:
         ratios = [s["ratio"] for s in summaries if s["config"] == "fprop fp32"]
         met = sum(r <= target(args) for r in ratios)
         floor = [s["peers_cold_warm"] for s in summaries if s["config"] == "fprop fp32"]
+        least = [s["least"] for s in summaries if s["config"] == "fprop fp32"]
         print(f"goal sweep/peers, warm <= {target(args)} at --mb {args.mb}: met in {met} of {len(ratios)} runs "
               f"({', '.join(f'{r:.2f}' for r in ratios)}); the peers' own first calls took "
               f"{', '.join(f'{r:.2f}' for r in floor)} x their warm time: what a sweep that runs each problem once "
-              "pays before any overhead of its own")
+              f"pays before any overhead of its own; the least a check does took {', '.join(f'{r:.2f}' for r in least)} "
+              "x the warm peers (a goal below that asks for less than a check's necessary work)")
     if not args.no_cli:
         print(f"\nconvcheck check mb2ic16ih14oc8oh14kh3ph1 in a fresh process (Python's start included): "
               f"{cli_check_wall():.2f} s wall (target <= 6 s on a GPU)")

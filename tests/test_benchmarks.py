@@ -56,6 +56,8 @@ def test_sweep_throughput_times_the_cli_sweep_against_its_peers():
     assert "in a fresh process, Python's start included" in out  # what isolation costs a user's command
     assert "goal sweep/peers, warm <= 1.2 at --mb 1: met in " in out and " of 1 runs (" in out
     assert "the peers' own first calls took " in out and "| peers cold/warm |" in out
+    assert out.count("the least a check does (the fill,") == 2 and "| least check/peers, warm |" in out
+    assert "x the warm peers (a goal below that asks for less than a check's necessary work)" in out
 
 
 def test_shrink_and_hunt_benchmark_shrinks_one_layer_per_bug_to_its_smallest_problem():
