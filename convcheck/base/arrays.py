@@ -9,12 +9,22 @@ from typing import Any
 import numpy as np
 
 
+#: NumPy types torch shares as they are (``torch.from_numpy``: a direct view, no DLPack round trip).
+_SHARED_TYPES = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                                                 np.int64, np.uint8, np.bool_, np.complex64, np.complex128))
+
+
 def to_torch(array: Any):
-    """A torch view of ``array`` through DLPack (no copy where the producer allows it)."""
+    """A torch view of ``array`` through DLPack (no copy where the producer allows it); a writable NumPy array
+    of a type torch shares, with no negative stride, through ``torch.from_numpy`` (the same view, several
+    times faster on a small array)."""
     import torch
 
     if isinstance(array, torch.Tensor):
         return array
+    if (type(array) is np.ndarray and array.dtype in _SHARED_TYPES and array.flags.writeable
+            and min(array.strides, default=0) >= 0):
+        return torch.from_numpy(array)
     if isinstance(array, np.ndarray) and array.dtype.name == "bfloat16":  # ml_dtypes': torch takes its bits
         return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
     if isinstance(array, np.ndarray) and any(st < 0 for st in array.strides):

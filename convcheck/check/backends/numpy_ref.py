@@ -64,14 +64,18 @@ def _kernel(problem: ConvProblem, w: np.ndarray, dtype) -> np.ndarray:
 
 def _windows(problem: ConvProblem, x: np.ndarray):
     """View [n, g, C/g, *out, *kernel] of the padded input, in the input's own type (the
-    columns convert it as they gather it: one pass): the value each tap of each output reads."""
-    g, nd = problem.groups, problem.ndim
+    columns convert it as they gather it: one pass): the value each tap of each output reads.
+    One strided view, read-only: output o along an axis starts at o * stride, tap t reads t * dilation
+    further (NumPy's sliding_window_view, sliced by stride and dilation, is the same view at several
+    times the cost on a small layer)."""
+    g = problem.groups
     xp = pad_input(problem, np.asarray(x))
     xp = xp.reshape(problem.mb, g, problem.ic // g, *xp.shape[2:])
-    windows = np.lib.stride_tricks.sliding_window_view(xp, problem.effective_kernel, axis=tuple(range(3, 3 + nd)))
-    return windows[(slice(None),) * 3
-                   + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(problem.output, problem.stride))
-                   + tuple(slice(None, None, d) for d in problem.dilation)]
+    spatial = xp.strides[3:]
+    shape = xp.shape[:3] + tuple(problem.output) + tuple(problem.kernel)
+    strides = (xp.strides[:3] + tuple(st * s for st, s in zip(spatial, problem.stride))
+               + tuple(st * d for st, d in zip(spatial, problem.dilation)))
+    return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
 
 
 #: Feature maps of at least this many output positions are multiplied one image at a time
