@@ -150,12 +150,7 @@ def peers(problems, device: str) -> tuple[list, dict]:
              "kernel": list(p.kernel), "stride": list(p.stride), "dilation": list(p.dilation),
              "pad_pre": list(p.pad_pre), "pad_post": list(p.pad_post), "groups": p.groups, "direction": p.direction,
              "dtype": p.dtype, "device": device} for p in problems]
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "_peers.py"), f.name],
-                          capture_output=True, text=True, check=True)
-    Path(f.name).unlink()
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = script_answer("_peers.py", spec)
     assert not answer["convcheck_imported"], "the peers' process imported convcheck"
     return [tuple(t) for t in answer["peers"]], {"threads": answer["threads"], "load": answer["load"]}
 
@@ -166,17 +161,22 @@ def least_check(recs: list, device: str) -> dict | None:
     worker's settings: {wall, conv, problems, left_out, load}. None off the CPU."""
     if device != "cpu":
         return None
-    from convcheck.campaign.workers import SPIN_VARIABLES
+    from convcheck.campaign.workers import worker_environment
 
     fields = ("problem", "mode", "dtype", "layout", "direction", "fuse", "seed", "bound")
-    env = dict(os.environ)
-    for k, v in SPIN_VARIABLES.items():
-        env.setdefault(k, v)  # as the worker is started
+    return script_answer("_least_check.py", [{k: r.get(k) for k in fields} for r in recs], env=worker_environment())
+
+
+def script_answer(script: str, payload, env: dict | None = None) -> dict:
+    """Run this folder's ``script`` in a fresh process on ``payload`` (written to a JSON file it is given):
+    the JSON object its last line of output prints."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump([{k: r.get(k) for k in fields} for r in recs], f)
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / "_least_check.py"), f.name],
-                          capture_output=True, text=True, check=True, env=env)
-    Path(f.name).unlink()
+        json.dump(payload, f)
+    try:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve().parent / script), f.name],
+                              capture_output=True, text=True, check=True, env=env)
+    finally:
+        Path(f.name).unlink()
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -374,9 +374,7 @@ class Supervisor:
     def _boot(self, number: int) -> tuple[dict, dict]:
         from ..check.backends import user_function
 
-        env = dict(os.environ)
-        for k, v in SPIN_VARIABLES.items():
-            env.setdefault(k, v)
+        env = worker_environment()
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpus[number])
         if self.threads:
@@ -628,6 +626,14 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 #: 1.27/1.16, 1.12/1.16 and 1.28/1.20 (300000 slows the reference beside it). A value the user set is kept.
 SPIN_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "4",  # OpenBLAS: sleep after 2^4 cycles, not 2^28
                   "GOMP_SPINCOUNT": "10000"}  # libgomp (torch's OpenMP): spin some microseconds, then sleep
+
+
+def worker_environment() -> dict:
+    """The environment a worker starts with: this process's, with :data:`SPIN_VARIABLES` where it sets none."""
+    env = dict(os.environ)
+    for k, v in SPIN_VARIABLES.items():
+        env.setdefault(k, v)
+    return env
 
 
 _SHARED: dict = {}
