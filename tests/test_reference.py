@@ -66,18 +66,23 @@ def test_reference_is_float64_and_depthwise_works():
     np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
 
 
-def test_torch_backend_pins_ieee_fp32_and_restores():
-    from convcheck.base.math_mode import torch_tf32_state
+def test_torch_backend_pins_ieee_fp32_where_cudnn_runs_and_restores():
+    """On the CPU no cuDNN runs: its switches are neither touched nor recorded. Where it runs, the switches
+    inside the call are IEEE fp32 (tests/test_gpu.py sees a GPU's record); both restore what was there."""
+    from convcheck.base.math_mode import torch_conv_math, torch_tf32_state
 
     before = torch_tf32_state()
     p = parse_descriptor("mb1ic4ih6oc4oh6kh3ph1")
     y, info = torch_conv.run(p, make_inputs(p, 0), "cpu")
-    assert y.dtype == torch.float32
+    assert y.dtype == torch.float32 and "math" not in info
+    assert torch_tf32_state() == before
+    with torch_conv_math(tf32=False):
+        inside = torch_tf32_state()
     key = "torch.backends.cudnn.conv.fp32_precision"
-    if key in info["math"]:
-        assert info["math"][key] == "ieee"
+    if key in inside:
+        assert inside[key] == "ieee"
     else:
-        assert info["math"]["torch.backends.cudnn.allow_tf32"] is False
+        assert inside["torch.backends.cudnn.allow_tf32"] is False
     assert torch_tf32_state() == before
 
 

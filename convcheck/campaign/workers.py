@@ -615,17 +615,20 @@ def _same_environment(a: dict, b: dict) -> bool:
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 #: How long the libraries' idle threads spin, in convcheck's own workers only (never in a process that
-#: imports convcheck: a library leaves its host as it found it). A check alternates NumPy's OpenBLAS pool
-#: (the float64 reference) and torch's OpenMP pool (the convolution under test, the comparison) on the
-#: same cores; each pool's threads spin after their call while the other's wait for a core. OpenBLAS sleeps
-#: after 2^4 cycles (not 2^28). libgomp spins 10000 rounds, some microseconds: enough for one convolution's
-#: back-to-back parallel regions, not enough to keep a core from the reference or the supervisor. Measured
-#: (benchmarks/sweep_throughput.py, 2-core Xeon, two runs each, sweep wall over the untouched peers): the
-#: 1944 depthwise problems 3.73/3.73 with 0 (every region wakes its threads again), 3.45/3.31 with 10000,
-#: 4.08 with libgomp's 300000 (the spinning threads took the supervisor's core); ResNet-50 at batch 8
-#: 1.27/1.16, 1.12/1.16 and 1.28/1.20 (300000 slows the reference beside it). A value the user set is kept.
+#: imports convcheck: a library leaves its host as it found it). A check runs NumPy's OpenBLAS pool (the
+#: reference) and then torch's OpenMP pool (the convolution under test, the magnitudes, the comparison:
+#: convcheck.check.pipeline runs the reference first) on the same cores. OpenBLAS sleeps after 2^4 cycles
+#: (not 2^28), so its threads are gone when torch's start. libgomp spins 100000 rounds (some hundred
+#: microseconds): a thread woken from sleep costs a small convolution more than the convolution itself,
+#: and a check's own work between two torch calls (the comparison, the record, the next fill) is about that
+#: long on small layers. Measured on a 2-core EPYC (torch 2.13, a 128-output depthwise convolution after a
+#: pause of 800 us, median of 300): 215 us with 10000 rounds, 100 us with 100000, 83 us back to back;
+#: benchmarks/sweep_throughput.py, the 1944 depthwise problems at batch 8, sweep wall over the untouched
+#: peers, two runs each: 2.64/1.83 with 10000 rounds, 2.06/2.01 with 100000 and the reference first; the
+#: list mixing depthwise and 1x1 layers 0.77-1.11 in every setting. 300000 and more kept a core from the
+#: supervisor and the reference on a 2-core Xeon. A value the user set is kept.
 SPIN_VARIABLES = {"OPENBLAS_THREAD_TIMEOUT": "4",  # OpenBLAS: sleep after 2^4 cycles, not 2^28
-                  "GOMP_SPINCOUNT": "10000"}  # libgomp (torch's OpenMP): spin some microseconds, then sleep
+                  "GOMP_SPINCOUNT": "100000"}  # libgomp (torch's OpenMP): spin some hundred microseconds, then sleep
 
 
 def worker_environment() -> dict:

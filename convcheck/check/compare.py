@@ -84,7 +84,13 @@ class Comparison:
 
 
 def _unravel(flat: int, shape) -> tuple[int, ...]:
-    return tuple(int(i) for i in np.unravel_index(int(flat), tuple(shape))) if len(shape) else ()
+    """The index of element ``flat`` of a C-ordered array of ``shape`` (NumPy's unravel_index, without its
+    dispatch: a check asks it once)."""
+    index = []
+    for n in reversed(tuple(shape)):
+        flat, i = divmod(int(flat), n)
+        index.append(i)
+    return tuple(reversed(index))
 
 
 def _aligned(ours: Any, ref: Any):
@@ -182,7 +188,7 @@ def _chunked_summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, 
         max_ratio = max(max_ratio, stats[_MAX_RATIO])
         if stats[_MAX_DIFF] > worst:
             worst, worst_at = stats[_MAX_DIFF], i + int(stats[_WORST])
-    return torch.tensor([outside, float(worst_at), worst, max_ratio, float(ref_abs_max), zeros], dtype=torch.float64)
+    return [outside, float(worst_at), worst, max_ratio, float(ref_abs_max), zeros]
 
 
 #: Elements per block of the exact summary: each block is compared, reduced and counted while
@@ -197,9 +203,10 @@ def _exact_summary(a, b):
     copy. None as soon as one element differs (or is NaN): the full pass then says where."""
     import torch
 
-    an = a.detach().reshape(-1).numpy() if a.dtype in (torch.float32, torch.float64) else None
-    bn = b.detach().reshape(-1).numpy() if b.dtype == torch.float64 else None
-    if an is None or bn is None or an.size != bn.size or an.size == 0:
+    if a.dtype not in (torch.float32, torch.float64) or b.dtype != torch.float64:
+        return None
+    an, bn = a.detach().numpy().reshape(-1), b.detach().numpy().reshape(-1)
+    if an.size != bn.size or an.size == 0:
         return None
     lo, hi, zeros = math.inf, -math.inf, 0
     for i in range(0, an.size, EXACT_BLOCK):
@@ -211,7 +218,7 @@ def _exact_summary(a, b):
     ref_abs_max = max(-lo, hi)
     if not math.isfinite(ref_abs_max):
         return None  # infinite references: the full pass applies the rules for them
-    return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, float(zeros)], dtype=torch.float64)
+    return [0.0, 0.0, 0.0, 0.0, ref_abs_max, float(zeros)]
 
 
 def _exact_summary_eager(a, b):
@@ -229,7 +236,7 @@ def _exact_summary_eager(a, b):
     ]).tolist()
     if differ or not math.isfinite(ref_abs_max):
         return None
-    return torch.tensor([0.0, 0.0, 0.0, 0.0, ref_abs_max, zeros], dtype=torch.float64)
+    return [0.0, 0.0, 0.0, 0.0, ref_abs_max, zeros]
 
 
 def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias=None, mag_stage=None):
@@ -238,8 +245,8 @@ def _summary(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias
     return _reduce(*_elementwise(a, b, apply, structure, terms, mag_a, mag_s2, overflow_at, mag_bias, mag_stage))
 
 
-def summarize(a, b, bound_name: str, args: tuple, host: bool):
-    """The verdict's scalars (see ``_reduce``) and how they were computed. The exact bound first
+def summarize(a, b, bound_name: str, args: tuple, host: bool) -> tuple[list[float], str]:
+    """The verdict's scalars (see ``_reduce``), on the host, and how they were computed. The exact bound first
     tries equality alone; otherwise every element's allowed error. ``host``: on the CPU (NumPy
     blocks for the exact bound, cache-sized chunks for a large output), else whole-tensor eager
     torch (a GPU). Both give the same numbers (tests/test_compare.py runs both on the CPU)."""
@@ -250,7 +257,7 @@ def summarize(a, b, bound_name: str, args: tuple, host: bool):
         return stats, "eager (exact: equality only)"
     if host and b.numel() > CHUNK:
         return _chunked_summary(a, b, *args), f"eager (chunks of {CHUNK})"
-    return _summary(a, b, *args), "eager"
+    return _summary(a, b, *args).tolist(), "eager"  # the one device->host transfer of the verdict
 
 
 def allowed_map(ours: Any, ref: Any, bound, abs_conv: Any = None) -> np.ndarray:
@@ -318,8 +325,7 @@ def compare(ours: Any, ref: Any, bound, abs_conv: Any = None) -> Comparison:
                           rtol=summary.get("rtol"), atol=summary.get("atol"), ref_abs_max=0.0,
                           bound=bound.name, derivation=bound.derivation(), device=device, bound_params=summary)
     args = _bound_args(bound, abs_conv, b.device)
-    stats, kernel = summarize(a, b, bound.name, args, host=b.device.type == "cpu")
-    vals = stats.tolist()  # the one device->host transfer of the verdict
+    vals, kernel = summarize(a, b, bound.name, args, host=b.device.type == "cpu")
     outside, flat_worst, ref_abs_max = int(vals[_OUTSIDE]), int(vals[_WORST]), float(vals[_REF_MAX])
     summary, derivation = bound.summary(ref_abs_max), bound.derivation()
 

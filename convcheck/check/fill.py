@@ -28,6 +28,7 @@ are judged by the bound valid for any data, never by one that assumes this modul
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import replace
@@ -96,13 +97,20 @@ def _raw(rng, count: int, dtype) -> np.ndarray:
 PARALLEL_VALUES = 1 << 18
 
 
+@functools.lru_cache(maxsize=64)
+def _seeded(seed: int) -> np.random.SeedSequence:
+    """The seed's entropy as PCG64 takes it (what ``default_rng(seed)`` hashes on every call), kept: a sweep
+    seeds every check with the same seed, and a generator made from it starts where default_rng's does."""
+    return np.random.SeedSequence(seed)
+
+
 class _HostBits:
     """Random values on the host, NumPy arrays: PCG64 seeded with the check's seed."""
 
     device = "cpu"
 
     def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.Generator(np.random.PCG64(_seeded(seed)))  # default_rng(seed)'s generator
 
     def uniform(self, shape, dtype: str):
         a = self.rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)

@@ -230,9 +230,13 @@ def nonstructural_zero_fraction(problem: ConvProblem, ref, device: str) -> float
 
 
 # ---------------------------------------------------------------------------- the stages
-# problem -> inputs -> run under test -> reference -> magnitudes for the bound -> verdict.
+# problem -> inputs -> reference -> run under test -> magnitudes for the bound -> verdict.
 # run_check runs them once; engines.check_engines runs the first, the reference and the
 # magnitudes once and the run under test and the verdict once per cuDNN plan.
+# The reference runs before the implementation under test: on the CPU it is NumPy's (OpenBLAS's threads),
+# and every stage after the run is torch's (its OpenMP threads): each pool then works in one stretch, the
+# one under test still spinning from its convolution when the magnitudes and the comparison start, not
+# competing with the other pool for a core (convcheck.campaign.workers.SPIN_VARIABLES).
 
 
 def compare_device(plan: Plan) -> str:
@@ -337,8 +341,8 @@ def run_check(
 
 
 def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False, answer=None, ref=None) -> CheckResult:
-    """The one check, benchdnn's ``doit``: resolve the two implementations (once), fill, run the one under
-    test, run the reference, then :func:`conclude` (the bound chosen from what the run said it computed,
+    """The one check, benchdnn's ``doit``: resolve the two implementations (once), fill, run the reference,
+    run the one under test, then :func:`conclude` (the bound chosen from what the run said it computed,
     the comparison, a failure explained). Every command and API entry runs it; ``engines`` runs its
     :func:`conclude` once per cuDNN plan.
 
@@ -363,13 +367,13 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
                 inputs = for_bound(spec.problem, spec.seed, asked.name, "cpu" if spec.plant else plan.backend_device)
             result.seed, result.fill, result.density = inputs.seed, inputs.kind, inputs.density
             clock.mark("fill")
-            stages.enter("execute")  # cuDNN says build and plan first (convcheck.check.backends.cudnn_graph)
-            ours, result.backend_info = plants.run(spec.plant, plan.under_test, spec.problem, inputs, options)
-            clock.mark("under_test")
             stages.enter("reference")
             if ref is None:
                 ref, result.reference_info = plan.reference_impl.run(spec.problem, inputs)
             clock.mark("reference")
+            stages.enter("execute")  # cuDNN says build and plan first (convcheck.check.backends.cudnn_graph)
+            ours, result.backend_info = plants.run(spec.plant, plan.under_test, spec.problem, inputs, options)
+            clock.mark("under_test")
             conclude(result, spec, asked, ours, ref, inputs, clock, keep=keep_outputs)
     except Unsupported as e:
         result.status, result.message = "unsupported", e.reason

@@ -17,6 +17,7 @@ entry in :func:`convcheck.cli.options.options`, and whatever the check does with
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 
 from ..problem.descriptor import ConvProblem
@@ -52,7 +53,13 @@ class CheckSpec:
             object.__setattr__(self, "problem", as_problem(self.problem))
 
     def with_problem(self, problem: ConvProblem) -> "CheckSpec":
-        return replace(self, problem=problem)
+        """This spec for ``problem``: a campaign makes one per check, so a copy with the one field set (a
+        ``replace`` builds every field again, several times the cost)."""
+        if not isinstance(problem, ConvProblem):
+            return replace(self, problem=problem)
+        spec = copy.copy(self)
+        object.__setattr__(spec, "problem", problem)
+        return spec
 
     def replace(self, **changes) -> "CheckSpec":
         return replace(self, **changes)

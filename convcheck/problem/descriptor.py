@@ -342,20 +342,20 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
     if "n" in text and not name:
         raise BadInput(f"descriptor {original!r}: 'n' starts a name but none follows; write n\"name\" or leave it out")
     # '_' and spaces separate nothing; a mistake is quoted from the text as the user wrote it
-    kept = [i for i, ch in enumerate(body) if ch not in "_ "]
-    written, body = body, "".join(body[i] for i in kept)
+    written, body = body, body.replace("_", "").replace(" ", "")
+
+    def unknown(pos: int) -> BadInput:
+        at = [i for i, ch in enumerate(written) if ch not in "_ "][pos]
+        rest = written[at:]
+        bad = re.match(r"[a-zA-Z]*-?\d*", rest).group(0) or rest[:1]
+        return BadInput(f"descriptor {original!r}: unknown entry {bad!r} at position {at}; "
+                        f"expected one of {', '.join(_KEYS)} followed by a number, or n\"name\"")
+
     values: dict[str, int] = {}
     pos = 0
-    while pos < len(body):
-        m = _TOKEN.match(body, pos)
-        if not m:
-            at = kept[pos]
-            rest = written[at:]
-            bad = re.match(r"[a-zA-Z]*-?\d*", rest).group(0) or rest[:1]
-            raise BadInput(
-                f"descriptor {original!r}: unknown entry {bad!r} at position {at}; "
-                f"expected one of {', '.join(_KEYS)} followed by a number, or n\"name\""
-            )
+    for m in _TOKEN.finditer(body):
+        if m.start() != pos:  # something no entry matches lies before this one
+            raise unknown(pos)
         key, num = m.group(1), int(m.group(2))
         if num < 0:
             raise BadInput(f"descriptor {original!r}: entry '{key}{num}' is negative; sizes, strides, paddings and dilations are >= 0")
@@ -363,6 +363,8 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
             raise BadInput(f"descriptor {original!r}: entry '{key}' is given twice ({key}{values[key]} and {key}{num})")
         values[key] = num
         pos = m.end()
+    if pos != len(body):
+        raise unknown(pos)
 
     g = values.get("g", 1)
     mb = values.get("mb", 2)

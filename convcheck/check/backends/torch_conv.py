@@ -203,9 +203,12 @@ def as_checked(problem: ConvProblem, inputs, device: str):
 
 
 def run(problem: ConvProblem, inputs, device: str = "cpu"):
-    """Returns (result torch tensor on ``device``, info dict)."""
+    """Returns (result torch tensor on ``device``, info dict). On a GPU the cuDNN switches are pinned
+    (:func:`~convcheck.base.math_mode.torch_conv_math`) and recorded; on the CPU no cuDNN runs, and
+    they are neither touched nor recorded."""
     kernel, described = _asked(problem, device)
-    with torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope():
+    on_cpu = device == "cpu"
+    with contextlib.nullcontext() if on_cpu else torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope():
         x, w, dy, bias = as_checked(problem, inputs, device)
         y, how = compute(problem, x, w, dy, bias)
         info = {
@@ -216,9 +219,10 @@ def run(problem: ConvProblem, inputs, device: str = "cpu"):
             "dtype": str(y.dtype).replace("torch.", ""),
             "x_strides": list(x.stride()),
             "result_strides": list(y.stride()),
-            "math": torch_tf32_state(),
             "accumulate": "float32",
         }
-        if problem.dtype == "tf32" and y.device.type == "cpu":
+        if not on_cpu:
+            info["math"] = torch_tf32_state()
+        if problem.dtype == "tf32" and on_cpu:
             info["note"] = "no TF32 on the CPU: torch computed IEEE fp32 (which the TF32 bound also admits)"
     return y, info
