@@ -100,7 +100,7 @@ def _torch(full: bool) -> dict:
     from ..base.math_mode import torch_tf32_state
 
     info = {
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a plain string: torch's compares by parsing, at every comparison
         "torch_cuda": str(torch.version.cuda),
         "torch_cuda_available": torch.cuda.is_available(),
         "cudnn (torch)": _try(lambda: _cudnn_version_text(torch.backends.cudnn.version()), "none"),

@@ -97,11 +97,25 @@ def _raw(rng, count: int, dtype) -> np.ndarray:
 PARALLEL_VALUES = 1 << 18
 
 
+class _KeptSeed(np.random.bit_generator.ISeedSequence):
+    """A seed's entropy as PCG64 takes it, hashed once: ``default_rng(seed)`` hashes the seed again on every
+    call (a SeedSequence's words), a fifth of a small layer's fill; a sweep seeds every check alike. A
+    generator made from it starts where ``default_rng(seed)``'s does (tests/test_pipeline.py)."""
+
+    def __init__(self, seed: int):
+        self.sequence = np.random.SeedSequence(seed)
+        self.words: dict = {}
+
+    def generate_state(self, n_words, dtype=np.uint32):
+        key = (n_words, np.dtype(dtype).str)
+        if key not in self.words:
+            self.words[key] = self.sequence.generate_state(n_words, dtype)
+        return self.words[key].copy()
+
+
 @functools.lru_cache(maxsize=64)
-def _seeded(seed: int) -> np.random.SeedSequence:
-    """The seed's entropy as PCG64 takes it (what ``default_rng(seed)`` hashes on every call), kept: a sweep
-    seeds every check with the same seed, and a generator made from it starts where default_rng's does."""
-    return np.random.SeedSequence(seed)
+def _seeded(seed: int) -> _KeptSeed:
+    return _KeptSeed(seed)
 
 
 class _HostBits:

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from . import backends
 from .implementation import Implementation, named
-from ..numerics.bound import DEFAULT_LEVEL, DEFAULT_P_FALSE, INEXACT_ALGORITHMS, bound_between, resolve
+from ..numerics.bound import DEFAULT_LEVEL, DEFAULT_P_FALSE, EXACT, INEXACT_ALGORITHMS, bound_between, resolve
 from ..base.errors import BadInput
 from ..numerics.fast_bound import Algorithm, parse_algorithm
 from ..problem.descriptor import ConvProblem
@@ -38,6 +38,8 @@ def make_bound(name: str, problem, implementations: tuple, p_false: float = DEFA
     ``data`` is "given" for inputs convcheck did not draw (judged by the any-data bound); ``contract``
     judges what convcheck cannot ask how it computes (your function, a given answer:
     :mod:`convcheck.numerics.rounding`). Each side's model comes from the implementation itself."""
+    if resolve(name, problem, data) == "exact":  # equality alone: neither side is asked how it computes
+        return EXACT
     sides = [impl if isinstance(impl, Implementation) else named(impl, dev) for impl, dev in zip(implementations, devices)]
     return bound_between(name, problem, tuple((impl.name, impl.computes(problem, contract)) for impl in sides),
                          p_false, reduced_accumulation, data, level)

@@ -262,6 +262,13 @@ class ConvProblem:
     def descriptor(self, with_mb: bool = True) -> str:
         """Canonical benchdnn descriptor: every entry explicit, so parsing it back
         gives :meth:`canonical` (name, mode, dtype and layout are not part of it)."""
+        return self._descriptor if with_mb else self._written(False)
+
+    @cached_property
+    def _descriptor(self) -> str:
+        return self._written(True)
+
+    def _written(self, with_mb: bool) -> str:
         parts = []
         if self.groups != 1:
             parts.append(f"g{self.groups}")

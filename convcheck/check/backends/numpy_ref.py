@@ -75,7 +75,13 @@ def _windows(problem: ConvProblem, x: np.ndarray):
     shape = xp.shape[:3] + tuple(problem.output) + tuple(problem.kernel)
     strides = (xp.strides[:3] + tuple(st * s for st, s in zip(spatial, problem.stride))
                + tuple(st * d for st, d in zip(spatial, problem.dilation)))
-    return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+    if not xp.flags.c_contiguous:
+        return np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+    # the same view made directly on the padded input's memory: as_strided's own set-up cost more than the
+    # whole product on a small layer
+    view = np.ndarray(shape, xp.dtype, buffer=xp, strides=strides)
+    view.flags.writeable = False
+    return view
 
 
 #: Feature maps of at least this many output positions are multiplied one image at a time
