@@ -38,8 +38,12 @@ def record_key(rec: dict) -> str:
     from ..check.spec import KEY_ALWAYS, KEY_WHERE_SET
 
     key = "|".join(str(rec.get(k)) for k in KEY_ALWAYS)
-    said = dict(rec, level=rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None))  # older given-data records name none
-    return key + "".join(f"|{name}={said[field]}" for field, name in KEY_WHERE_SET.items() if said.get(field))
+    level = rec.get("level") or (DEFAULT_LEVEL if rec.get("fill") == "given" else None)  # older given-data records name none
+    for field, name in KEY_WHERE_SET.items():
+        value = level if field == "level" else rec.get(field)
+        if value:
+            key += f"|{name}={value}"
+    return key
 
 
 def record_label(rec: dict) -> str:
@@ -249,6 +253,13 @@ def prepare_out(out: Path, resume: bool) -> PriorRecords:
     return PriorRecords(read_records(out), message)
 
 
+@functools.lru_cache(maxsize=16)
+def _versions_in(block_line: str) -> dict:
+    """The versions a block's line holds, read once per distinct line: every record a worker sends names
+    its block again, mostly the same one (the records that name it share the dict, as a file's do)."""
+    return json.loads(block_line)["versions"]
+
+
 class Encoded(list):
     """Records with the lines they were encoded as where they were made (a worker:
     :func:`~convcheck.campaign.sweep.check_item_lines`, which returns :func:`encode`'s lines and blocks): the
@@ -257,7 +268,7 @@ class Encoded(list):
     :meth:`RecordWriter.append` writes as they are."""
 
     def __init__(self, lines: list[str], blocks: dict[str, str]):
-        versions = {ident: json.loads(line)["versions"] for ident, line in blocks.items()}
+        versions = {ident: _versions_in(line) for ident, line in blocks.items()}
         super().__init__(with_versions(self._read(line), versions) for line in lines)
         self.lines, self.blocks = list(lines), dict(blocks)
 

@@ -282,6 +282,8 @@ def code_path(names, implementation) -> str | None:
         frameworks = implementation.user_function or implementation.name in FRAMEWORK_BACKENDS
     else:
         frameworks = implementation in FRAMEWORK_BACKENDS or is_user_function(implementation or "")
+    if not names and not frameworks:
+        return None
     named = set(names or ())
     chosen = sorted(named | ({v for v in FRAMEWORK_VARIABLES if v in os.environ} if frameworks else set()))
     pairs = [f"{v}={os.environ.get(v, '')}" for v in chosen]

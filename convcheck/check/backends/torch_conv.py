@@ -82,12 +82,13 @@ def onednn_switched_off() -> bool:
 
 
 @contextlib.contextmanager
-def kernel_scope():
-    """The oneDNN switch of :func:`onednn_switched_off`, as a context for torch's calls (set directly:
-    ``torch.backends.mkldnn.flags`` also resets oneDNN's TF32 switch and warns about it)."""
+def kernel_scope(switched_off: bool | None = None):
+    """The oneDNN switch of :func:`onednn_switched_off` (``switched_off``: as the caller read it), as a context
+    for torch's calls (set directly: ``torch.backends.mkldnn.flags`` also resets oneDNN's TF32 switch and
+    warns about it)."""
     import torch
 
-    if not onednn_switched_off():
+    if not (onednn_switched_off() if switched_off is None else switched_off):
         yield
         return
     before = torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled()
@@ -150,11 +151,13 @@ def computes(problem: ConvProblem, device: str = "cpu"):
     return _asked(problem, device)[0]
 
 
-def _asked(problem: ConvProblem, device: str) -> tuple:
-    """(:func:`computes`, and it as a record writes it), kept per problem, device and kernel switches."""
+def _asked(problem: ConvProblem, device: str, switched_off: bool | None = None) -> tuple:
+    """(:func:`computes`, and it as a record writes it), kept per problem, device and kernel switches
+    (``switched_off``: :func:`onednn_switched_off`, as the caller read it)."""
     import torch
 
-    key = (problem, device, onednn_switched_off(), torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled(),
+    off = onednn_switched_off() if switched_off is None else switched_off
+    key = (problem, device, off, torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled(),
            torch.backends.cudnn.enabled)
     kept = _COMPUTES.get(key)
     if kept is None:
@@ -206,9 +209,10 @@ def run(problem: ConvProblem, inputs, device: str = "cpu"):
     """Returns (result torch tensor on ``device``, info dict). On a GPU the cuDNN switches are pinned
     (:func:`~convcheck.base.math_mode.torch_conv_math`) and recorded; on the CPU no cuDNN runs, and
     they are neither touched nor recorded."""
-    kernel, described = _asked(problem, device)
+    off = onednn_switched_off()  # read once: what torch is asked and what it runs agree
+    kernel, described = _asked(problem, device, off)
     on_cpu = device == "cpu"
-    with contextlib.nullcontext() if on_cpu else torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope():
+    with contextlib.nullcontext() if on_cpu else torch_conv_math(tf32=problem.dtype == "tf32"), kernel_scope(off):
         x, w, dy, bias = as_checked(problem, inputs, device)
         y, how = compute(problem, x, w, dy, bias)
         info = {
