@@ -84,13 +84,7 @@ class Comparison:
 
 
 def _unravel(flat: int, shape) -> tuple[int, ...]:
-    """The index of element ``flat`` of a C-ordered array of ``shape`` (NumPy's unravel_index, without its
-    dispatch: a check asks it once)."""
-    index = []
-    for n in reversed(tuple(shape)):
-        flat, i = divmod(int(flat), n)
-        index.append(i)
-    return tuple(reversed(index))
+    return tuple(int(i) for i in np.unravel_index(int(flat), tuple(shape))) if len(shape) else ()
 
 
 def _aligned(ours: Any, ref: Any):
