@@ -323,12 +323,22 @@ def test_sigterm_during_a_hang_ends_promptly_and_leaves_no_process(tmp_path, job
 
 
 def test_a_worker_killed_while_it_starts_is_started_again():
-    """A worker killed before it is ready (the OOM killer while torch imports, as CI once did to
-    the second of two) is no broken environment: it is started again and every task runs."""
+    """A worker killed before it is ready, and the process its workers are forked from killed while it
+    imports torch (the OOM killer, as CI once did), are no broken environment: they are started again
+    and every task runs."""
     from convcheck.campaign.workers import Supervisor, Task
 
     with Supervisor(2) as sup:
         sup.start()
+        [zygote] = sup.zygotes
+        os.kill(zygote.proc.pid, signal.SIGKILL)  # while it imports: neither worker was forked yet
+        outs = list(sup.run([Task(i, "operator:add", (i, 1), 60) for i in range(6)]))
+        assert sorted(o.value for o in outs) == [1, 2, 3, 4, 5, 6] and {o.status for o in outs} == {"done"}
+        assert zygote not in sup.zygotes
+        sup.close()
+        sup.start()
+        while sup.slots[1].proc.pid is None:  # forked, and still starting or just ready
+            sup.zygotes[0].read(1.0)
         victim = sup.slots[1].proc.pid
         os.kill(victim, signal.SIGKILL)
         outs = list(sup.run([Task(i, "operator:add", (i, 1), 60) for i in range(6)]))
@@ -397,3 +407,30 @@ def test_one_worker_serves_the_checks_of_many_tests_and_a_changed_variable_gets_
     assert pid() == first
     monkeypatch.setenv("CONVCHECK_TEST_SETTING", "1")  # a variable your function could read
     assert pid() != first
+
+
+def _parent(pid: int) -> int:
+    stat = open(f"/proc/{pid}/stat", "rb").read()
+    return int(stat[stat.rindex(b")") + 2:].split()[1])
+
+
+def test_after_a_crash_the_next_worker_is_forked_from_the_same_zygote_which_ends_with_the_supervisor():
+    """Workers are forked from one zygote (which imported torch and ran nothing): a crash costs a fork, not a
+    Python start and torch's import. Each worker proper stands below its own process (the one a function's
+    signal to its parent reaches), which stands below the zygote; closing the supervisor ends the zygote."""
+    from convcheck.campaign.workers import Supervisor, Task
+
+    tasks = [Task(0, "os:getpid"), Task(1, "tests.crashers:plans_then_segfault", (2, 1), 60), Task(2, "os:getpid"),
+             Task(3, "tests.crashers:plans_then_segfault", (2, 1), 60), Task(4, "os:getpid")]
+    with Supervisor(1) as sup:
+        outs = {}
+        for out in sup.run(tasks):
+            outs[out.tag] = out
+            if out.status == "done":  # the worker that answered is alive now: where it stands
+                between = _parent(out.value)
+                assert _parent(between) == sup.zygotes[0].proc.pid and os.getpgid(out.value) == between
+        [zygote] = sup.zygotes
+        assert [outs[i].status for i in range(5)] == ["done", "crashed", "done", "crashed", "done"]
+        assert len({outs[i].value for i in (0, 2, 4)}) == 3  # a fresh worker after each crash
+        assert zygote.proc.poll() is None  # the one zygote served all three
+    assert zygote.proc.poll() is not None and not sup.zygotes

@@ -162,13 +162,14 @@ def _children(pid: int) -> list[int]:
 
 def _workers_of(pid: int) -> list[int]:
     """The supervised worker processes of the convcheck process ``pid``: the workers proper, each the one
-    child of the process that stands between it and the supervisor (what the OOM killer would pick: the
-    one that holds the memory)."""
+    child of the process that stands between it and the zygote the supervisor started (what the OOM killer
+    would pick: the one that holds the memory)."""
     found = []
     for child in _children(pid):
         cmdline = open(f"/proc/{child}/cmdline", "rb").read().split(b"\0")
         if b"convcheck.campaign.workers" in cmdline:
-            found.extend(_children(child))
+            for between in _children(child):
+                found.extend(_children(between))
     return found
 
 

@@ -5,12 +5,14 @@ a CUDA context unusable (after an illegal address every later kernel of that pro
 fails). So a command that runs checks never runs them in its own process: a
 :class:`Supervisor` starts worker processes, hands each one task at a time and watches it.
 
-- Workers are *spawned* (a fresh ``python -m convcheck.campaign.workers``, never a fork), each in
+- Workers are forked from a *zygote* (:class:`_Zygote`): a process spawned afresh (``python -m
+  convcheck.campaign.workers``, never a fork of the supervisor) that imports torch and NumPy once and
+  runs nothing, so a worker starts in a fork, not in a Python start and torch's import. Each worker is in
   its own process group (setsid: a Ctrl-C at the terminal goes to the supervisor alone, which ends
-  them), and die with the supervisor (Linux ``PR_SET_PDEATHSIG``, and a watch on the
-  parent for the rest). The supervisor itself never runs a check, so it never creates a
-  CUDA context. A small process stands between the supervisor and each worker proper (forked
-  before any import): a function that signals its parent reaches it, not the supervisor.
+  them), and dies with its zygote, which dies with the supervisor (Linux ``PR_SET_PDEATHSIG``, and a
+  watch on the parent for the rest). The supervisor itself never runs a check, so it never creates a
+  CUDA context, nor does a zygote. A process stands between the zygote and each worker proper: a
+  function that signals its parent reaches it, and it ends the worker with it.
 - A worker writes which task it began, when, and each stage of its check before the stage runs
   (:mod:`convcheck.base.stages`) on a small board of memory it shares with its supervisor (:class:`Board`),
   so when it dies the supervisor knows where: the task's outcome is ``crashed`` with the
@@ -21,10 +23,11 @@ fails). So a command that runs checks never runs them in its own process: a
   answer and is replaced. Every other task goes on in the other workers or a fresh one;
   a task is blamed only for what happened while it alone ran in its worker (a worker runs
   one task at a time).
-- A worker is reused until it fails: starting one costs a Python start and the imports
-  (about 2-3 s for torch on a small CPU machine). A task costs one message back, and a share of
-  one message out: small tasks go out several to a message (:func:`_batch`), and a worker runs them
-  in order, one at a time, so the one it began and has not answered is the one running.
+- A worker is reused until it fails; a fork from the zygote replaces it (the zygote's own start costs a
+  Python start and the imports: about 2 s of a core for torch on a small CPU machine, once). A task costs
+  one message back, and a share of one message out: small tasks go out several to a message
+  (:func:`_batch`), and a worker runs them in order, one at a time, so the one it began and has not
+  answered is the one running.
 
 The protocol, over a socket pair (``multiprocessing.connection``: pickled messages):
 supervisor -> worker ``boot`` dict, then ``([(function "module:name", args), ...], functions)`` per batch
@@ -257,19 +260,126 @@ def _shared_file(size: int) -> int:
     return fd
 
 
+class _Zygote:
+    """A process that has imported what a worker needs (torch, NumPy) and has run nothing, from which
+    workers are forked (a fork server): a worker costs a fork, not a Python start and torch's import
+    (about 2 s of a core each on a small CPU machine), so a list whose checks crash often is not paid
+    for in start-ups. It is spawned (never forked from the supervisor, which may hold a CUDA context and
+    threads), in a process group of its own (setsid), with the workers' environment; it never initialises CUDA, so each
+    worker forked from it starts without a context. One zygote serves every worker of one environment.
+
+    Over a socket pair (SOCK_SEQPACKET): supervisor -> zygote the boot dict (pickled), then one message
+    per worker carrying the worker's socket and board as file descriptors; zygote -> supervisor
+    ``(b"F", pid, 0)`` per worker forked (in request order) and ``(b"X", pid, wait status)`` per worker
+    ended (the zygote is each worker's parent: it alone can read how it ended)."""
+
+    MESSAGE = struct.Struct("<cii")
+
+    def __init__(self, boot: dict, env: dict):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        cmd = [sys.executable, "-m", "convcheck.campaign.workers", str(theirs.fileno()), str(os.getpid())]
+        self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        theirs.close()
+        self.sock = ours
+        self.env, self.sys_path = env, boot["sys_path"]
+        self.pending: deque[_Forked] = deque()  # asked for, not yet forked: in request order
+        self.children: dict[int, _Forked] = {}  # forked, not yet ended
+        self.ended = False  # its socket closed: it ended (or is ending), and forks no more
+        try:
+            self.sock.send(pickle.dumps({"sys_path": boot["sys_path"], "warm": boot["warm"]}))
+        except OSError:
+            self._lost()
+
+    def serves(self, boot: dict, env: dict) -> bool:
+        return not self.ended and self.sys_path == boot["sys_path"] and _same_environment(self.env, env)
+
+    def fork(self, worker_fd: int, board_fd: int) -> "_Forked":
+        """A worker forked with these descriptors (it runs :func:`worker_main`); its handle at once."""
+        child = _Forked(self)
+        self.pending.append(child)
+        try:
+            socket.send_fds(self.sock, [b"fork"], [worker_fd, board_fd])
+        except OSError:
+            self._lost()
+        self.read(0.0)  # what it said since (its queue stays short)
+        return child
+
+    def read(self, timeout: float | None) -> None:
+        """Every message the zygote sent, waiting up to ``timeout`` seconds for the first (None: no limit)."""
+        while not self.ended and wait([self.sock], timeout):
+            try:
+                data = self.sock.recv(64)
+            except OSError:
+                data = b""
+            if not data:
+                self._lost()
+                return
+            kind, pid, status = self.MESSAGE.unpack(data)
+            if kind == b"F":
+                child = self.pending.popleft()
+                child.pid = pid
+                self.children[pid] = child
+            elif pid in self.children:
+                self.children.pop(pid).returncode = os.waitstatus_to_exitcode(status)
+            timeout = 0.0
+
+    def _lost(self) -> None:
+        """The zygote ended: a worker it never forked ends as the zygote did (an import that failed: its exit
+        code), one it forked is gone with it (its parent's death kills it) and reads as killed."""
+        self.ended = True
+        self.sock.close()
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        for child in self.pending:
+            child.returncode = code
+        for child in self.children.values():
+            child.returncode = -signal.SIGKILL
+        self.pending.clear()
+        self.children.clear()
+
+    def end(self) -> None:
+        """End it now (it runs nothing: killing it loses nothing, and a worker still forked from it dies with it)."""
+        if not self.ended:
+            self.ended = True
+            self.sock.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+class _Forked:
+    """A worker forked by a :class:`_Zygote`, as ``subprocess.Popen`` serves the supervisor: its pid (the
+    process that stands between the zygote and the worker proper: its process group's leader), and how it
+    ended (a return code as Popen's: negative for a signal), both from what the zygote says."""
+
+    def __init__(self, zygote: _Zygote):
+        self.zygote = zygote
+        self.pid: int | None = None
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("convcheck worker", timeout)
+            self.zygote.read(left)
+        return self.returncode
+
+
 class _Worker:
     """One worker process, as the supervisor sees it: the tasks sent to it, in order; the first
     is running once the worker's board counts more tasks begun than it has answered."""
 
-    def __init__(self, number: int, boot: dict, env: dict):
+    def __init__(self, number: int, boot: dict, env: dict, zygote: _Zygote):
         self.number = number
         ours, theirs = socket.socketpair()
         self.board = Board()
-        cmd = [sys.executable, "-m", "convcheck.campaign.workers", str(theirs.fileno()), str(os.getpid()),
-               str(self.board.fd)]
-        self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(), self.board.fd), env=env,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pid = self.proc.pid  # the worker proper's, once it says it is ready (its parent stands between)
+        self.proc = zygote.fork(theirs.fileno(), self.board.fd)
+        self.pid = None  # the worker proper's, once it says it is ready (a process stands between)
         theirs.close()
         self.conn = Connection(ours.detach())
         self.conn.send(boot)
@@ -319,10 +429,17 @@ class _Worker:
 
     def kill(self) -> int:
         """Kill the worker and everything it started (its process group, and every descendant still its
-        descendant, a child that detached itself with setsid included); its return code."""
-        _kill_all(descendants(self.proc.pid))
+        descendant, a child that detached itself with setsid included); its return code. One its zygote has
+        not forked yet (the zygote is still importing) is not waited for: forked later, it finds its
+        connection closed and ends."""
+        self.proc.zygote.read(0.0)
+        pid = self.proc.pid
+        if pid is None:
+            self.conn.close()
+            return -signal.SIGKILL
+        _kill_all(descendants(pid))
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         try:
@@ -338,12 +455,19 @@ class _Worker:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # closed its socket but lives on: end it
             code = self.kill()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left behind in its process group
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.proc.pid is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # anything it left behind in its process group
+            except (ProcessLookupError, PermissionError):
+                pass
         self.conn.close()
         return code
+
+
+#: What a zygote imports before it forks any worker: torch (and NumPy with it), and the check's own modules
+#: (a fifth of a second of a core more per worker otherwise). Importing them touches no CUDA; the one thread
+#: they start is the pool of NumPy's OpenBLAS (:func:`zygote_main` says why a fork is safe with it).
+WARM = ("torch", "convcheck.campaign.sweep")
 
 
 class Supervisor:
@@ -352,18 +476,15 @@ class Supervisor:
     as it ends. Use as a context manager: leaving it ends every worker."""
 
     def __init__(self, workers: int = 1, gpus: list | None = None, threads: int | None = None,
-                 warm: tuple = ("torch",)):
+                 warm: tuple = WARM):
         self.count = len(gpus) if gpus else max(1, workers)
         self.gpus = gpus
         self.threads = threads
         self.warm = warm
         self.slots: list[_Worker | None] = [None] * self.count
+        self.zygotes: list[_Zygote] = []  # what workers are forked from: one per environment in use
         self.failed_starts = 0  # deaths in a row with no task running; reset when a worker starts
         self.started_any = False
-        # Once a worker has died, one more is kept started and idle, so that the next death
-        # costs no start-up: a list that crashes a kernel often crashes it again.
-        self.spare: _Worker | None = None
-        self.deaths = 0
 
     def __enter__(self):
         return self
@@ -386,9 +507,24 @@ class Supervisor:
 
     def start(self) -> None:
         """Start every worker now (they import while the caller does its own work)."""
+        boots = [self._boot(i) for i in range(self.count)]
         for i, w in enumerate(self.slots):
             if w is None:
-                self.slots[i] = _Worker(i, *self._boot(i))
+                self.slots[i] = self._new_worker(i, boots)
+
+    def _new_worker(self, i: int, boots: list) -> _Worker:
+        """A worker for slot ``i``, forked from the zygote of its environment (started now where there is
+        none; a zygote no slot's environment needs any more, and no worker still runs from, is ended)."""
+        boot, env = boots[i]
+        zygote = next((z for z in self.zygotes if z.serves(boot, env)), None)
+        if zygote is None:
+            for z in self.zygotes:
+                if not any(z.serves(b, e) for b, e in boots) and not any(w.proc.zygote is z for w in self.slots if w):
+                    z.end()
+            self.zygotes = [z for z in self.zygotes if not z.ended]
+            zygote = _Zygote(boot, env)
+            self.zygotes.append(zygote)
+        return _Worker(i, boot, env, zygote)
 
     def busy(self) -> bool:
         return any(w is not None and w.sent for w in self.slots)
@@ -405,10 +541,7 @@ class Supervisor:
 
     def close(self) -> None:
         """End every worker: an idle one is asked to exit (and killed if it does not within
-        half a second), a busy one is killed at once, with whatever it started."""
-        if self.spare is not None:
-            self.spare.kill()
-            self.spare = None
+        half a second), a busy one is killed at once, with whatever it started; then the zygotes."""
         idle = []
         for i, w in enumerate(self.slots):
             if w is None:
@@ -430,22 +563,21 @@ class Supervisor:
                 pass
             w.kill()
             self.slots[w.number] = None
+        for z in self.zygotes:
+            z.end()
+        self.zygotes = []
 
     def _gone(self, w: _Worker, queue: deque, blamed: Task | None = None) -> None:
         """A worker is gone: its slot is freed, and every task it held goes back to the front of
         ``queue`` (it ran nowhere, or this supervisor ended it for what an earlier task left) but
         ``blamed``, the one it was running when it died or ran long (its outcome is the caller's)."""
-        if w is self.spare:
-            self.spare = None
-            return
         self.slots[w.number] = None
-        self.deaths += 1
         queue.extendleft(reversed([t for t in w.sent if t is not blamed]))
         w.sent.clear()
 
     def _died(self, w: _Worker, queue: deque) -> Outcome | None:
         code = w.reap()  # dead: its board changes no more
-        task, seconds = w.running, time.monotonic() - w.started  # None for the spare: it holds no task
+        task, seconds = w.running, time.monotonic() - w.started
         self._gone(w, queue, task)
         if task is None:  # it was between two tasks, or still starting: nobody is blamed, it is replaced
             self.failed_starts += 1
@@ -515,21 +647,14 @@ class Supervisor:
             if w is not None and not w.sent and (not _same_environment(w.env, env) or w.sys_path != boot["sys_path"]):
                 self._retire(w)  # the caller changed the environment or sys.path since it started
                 w = None
-            if (w is None and self.spare is not None and _same_environment(self.spare.env, env)
-                    and self.spare.sys_path == boot["sys_path"]):
-                w, self.spare = self.spare, None  # started after an earlier death: no start-up now
-                w.number = i
-                self.slots[i] = w
             if w is None:
-                self.slots[i] = w = _Worker(i, boot, env)
+                self.slots[i] = w = self._new_worker(i, boots)
             batch = _batch(list(w.sent), queue) if w.ready else []
             if batch:
                 try:
                     w.give(batch, boot["functions"])
                 except OSError:  # it died between two tasks: its connection says so next
                     queue.extendleft(reversed(batch))
-        if self.deaths and self.spare is None and queue and not self.gpus:
-            self.spare = _Worker(-1, *boots[0])
 
     def run(self, tasks, stop=None, fault_in=None):
         """Run ``tasks`` (an iterable of :class:`Task`), yielding each :class:`Outcome` as it ends.
@@ -558,7 +683,7 @@ class Supervisor:
                 return
             if queue:
                 self._feed(queue, boots)
-            live = [w for w in self.slots if w is not None] + ([self.spare] if self.spare is not None else [])
+            live = [w for w in self.slots if w is not None]
             now = time.monotonic()
             waits = [0.25] + [started + task.timeout_s - now for task, started in map(_Worker.now_running, live)
                               if task is not None and task.timeout_s]
@@ -735,14 +860,19 @@ class _Interrupt:
 # ---------------------------------------------------------------------------- the worker side
 
 
-def _die_with(parent: int) -> None:
-    """End this worker when its supervisor ends, however it ends (SIGKILL included)."""
+def _killed_with_parent() -> None:
+    """SIGKILL to this process when its parent ends (Linux ``PR_SET_PDEATHSIG``; nothing elsewhere)."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _die_with(parent: int) -> None:
+    """End this process when ``parent`` ends, however it ends (SIGKILL included)."""
+    _killed_with_parent()
     if os.getppid() != parent:  # it ended before the line above
         os._exit(1)
 
@@ -783,11 +913,17 @@ def _send_exception(conn: Connection, e: BaseException) -> None:
     conn.send(("raised", payload, text, *stages.current()))
 
 
-def _stand_between(supervisor: int, fd: int) -> int:
-    """Fork: this process stays between the supervisor and the worker proper, waits for it and ends as it
-    ended (the same exit code, or killed by the same signal, which the supervisor reads as today). A
-    function under test that signals its parent (``os.kill(os.getppid(), signal.SIGTERM)``) reaches this
-    process, not the supervisor: that costs its own check, a crash, never the campaign. Returns, in the
+#: The signals whose default action ends a process, that a handler can catch: what a function under test may
+#: send its parent.
+_ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2",
+                                                           "SIGALRM", "SIGPIPE") if hasattr(signal, name))
+
+
+def _stand_between(zygote: int, fd: int) -> int:
+    """Fork: this process stays between the zygote and the worker proper, waits for it and ends as it
+    ended (the same exit code, or killed by the same signal, which the zygote reports to the supervisor).
+    A function under test that signals its parent (``os.kill(os.getppid(), signal.SIGTERM)``) reaches this
+    process, not the zygote: that costs its own check, a crash, never the campaign. Returns, in the
     worker proper, this process's pid (its parent)."""
     between = os.getpid()
     child = os.fork()
@@ -795,7 +931,18 @@ def _stand_between(supervisor: int, fd: int) -> int:
         return between
     os.close(fd)  # the worker's end of the socket is the worker's alone: the supervisor sees it close
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with(supervisor)
+
+    def end_with(signum, frame):
+        # The worker ends at once, killed, and this process by the signal it got. The worker's death signal
+        # (PR_SET_PDEATHSIG) would reach it only once this process is torn down, which takes a while for a
+        # process forked from a zygote holding torch: time enough for the worker to answer its task.
+        os.kill(child, signal.SIGKILL)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(between, signum)
+
+    for signum in _ENDING_SIGNALS:
+        signal.signal(signum, end_with)
+    _die_with(zygote)
     while True:
         try:
             _, status = os.waitpid(child, 0)
@@ -812,6 +959,8 @@ def _stand_between(supervisor: int, fd: int) -> int:
 
 
 def worker_main(fd: int, parent: int, board_fd: int) -> int:
+    """A worker, just forked by its zygote (``parent``): a process stands between, then the worker proper
+    takes its boot, says it is ready and runs the tasks it is sent until told to end."""
     _die_with(_stand_between(parent, fd))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ..check.memory import keep_freed_heap
@@ -824,16 +973,14 @@ def worker_main(fd: int, parent: int, board_fd: int) -> int:
     from ..base import stages
     from ..check.backends import user_function
 
-    for module in boot.get("warm", ()):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pass
     if boot.get("threads") and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(boot["threads"])
     user_function.receive(boot.get("functions") or {})
     stages.listen(board.enter)
-    conn.send(("ready", os.getpid()))
+    try:
+        conn.send(("ready", os.getpid()))
+    except OSError:  # the supervisor gave this worker up before its zygote forked it
+        _quick_exit(0)
     while True:
         try:
             msg = conn.recv()
@@ -917,5 +1064,78 @@ def _quick_exit(code: int) -> None:
     os._exit(code)
 
 
+def zygote_main(ctrl_fd: int, supervisor: int) -> int:
+    """The zygote (:class:`_Zygote`): import the workers' modules, then fork a worker per request and say
+    how each one ended. It runs nothing else, starts no thread of its own (a fork copies only the thread
+    that forks), and ends with its supervisor (``PR_SET_PDEATHSIG``, and a look at its parent every
+    second) or when the supervisor closes its socket."""
+    import select
+    import warnings
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _killed_with_parent()
+    ctrl = socket.socket(fileno=ctrl_fd)
+    boot = pickle.loads(ctrl.recv(1 << 20))
+    sys.path[:] = boot["sys_path"]
+    for module in boot.get("warm", ()):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    wake_r, wake_w = os.pipe()  # SIGCHLD writes a byte here: a worker's end wakes the loop at once
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    signal.set_wakeup_fd(wake_w)
+    zygote = os.getpid()
+    while True:
+        ready = select.select([ctrl, wake_r], [], [], 1.0)[0]
+        if os.getppid() != supervisor:
+            os._exit(1)
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        while True:  # every worker that ended: how, to the supervisor
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            ctrl.send(_Zygote.MESSAGE.pack(b"X", pid, status))
+        if ctrl not in ready:
+            continue
+        message, fds, _, _ = socket.recv_fds(ctrl, 64, 2)
+        if not message:  # the supervisor closed its end
+            os._exit(0)
+        worker_fd, board_fd = fds
+        with warnings.catch_warnings():
+            # Python 3.12 warns of a fork in a process with threads: here the only other ones are the pool of
+            # NumPy's OpenBLAS, which its own fork handlers (pthread_atfork) stop before a fork and restart after.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the worker: its own process group (setsid), none of the zygote's descriptors
+            code = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (wake_r, wake_w):
+                    os.close(fd)
+                ctrl.close()
+                os.setsid()
+                code = worker_main(worker_fd, zygote, board_fd)
+            except BaseException:  # noqa: BLE001 - whatever happens, the worker never returns into this loop
+                import traceback
+
+                traceback.print_exc()
+            _quick_exit(code)
+        os.close(worker_fd)
+        os.close(board_fd)
+        ctrl.send(_Zygote.MESSAGE.pack(b"F", pid, 0))
+
+
 if __name__ == "__main__":
-    sys.exit(worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(zygote_main(int(sys.argv[1]), int(sys.argv[2])))
