@@ -424,9 +424,10 @@ def test_after_a_crash_the_next_worker_is_forked_from_the_same_zygote_which_ends
              Task(3, "tests.crashers:plans_then_segfault", (2, 1), 60), Task(4, "os:getpid")]
     with Supervisor(1) as sup:
         outs = {}
-        for out in sup.run(tasks):
+        for task in tasks:  # one at a time: after a task that returned, its worker is alive and idle
+            [out] = sup.run([task])
             outs[out.tag] = out
-            if out.status == "done":  # the worker that answered is alive now: where it stands
+            if out.status == "done":  # where the worker that answered stands
                 between = _parent(out.value)
                 assert _parent(between) == sup.zygotes[0].proc.pid and os.getpgid(out.value) == between
         [zygote] = sup.zygotes
