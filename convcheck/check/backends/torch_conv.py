@@ -82,13 +82,13 @@ def onednn_switched_off() -> bool:
 
 
 @contextlib.contextmanager
-def kernel_scope(switched_off: bool | None = None):
+def kernel_scope(switched_off: bool):
     """The oneDNN switch of :func:`onednn_switched_off` (``switched_off``: as the caller read it), as a context
     for torch's calls (set directly: ``torch.backends.mkldnn.flags`` also resets oneDNN's TF32 switch and
     warns about it)."""
     import torch
 
-    if not (onednn_switched_off() if switched_off is None else switched_off):
+    if not switched_off:
         yield
         return
     before = torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled()
@@ -118,7 +118,7 @@ def select_kernel(problem: ConvProblem, device: str = "cpu") -> str:
     # an empty tensor with the layout's strides (to_layout would copy one): torch reads only its metadata
     x = torch.empty_strided(shape, layout.strides_for(shape, problem.layout == "nxc"), dtype=storage, device=device)
     w = torch.empty(problem.w_shape, dtype=storage, device=device)
-    with kernel_scope():
+    with kernel_scope(onednn_switched_off()):
         chosen = torch._C._select_conv_backend(x, w, None, list(problem.stride), padding, list(_torch_dilation(problem)),
                                                False, [0] * nd, problem.groups)
     return str(chosen).split(".")[-1]
@@ -148,16 +148,15 @@ def computes(problem: ConvProblem, device: str = "cpu"):
     """What torch computes for ``problem`` on ``device`` (:class:`convcheck.numerics.rounding.Computes`): the
     kernel it will run and, for its slow kernels in fp16/bf16, the stages they store in the tensor type.
     Asked of torch once per problem, device and kernel switches (oneDNN, NNPACK, cuDNN)."""
-    return _asked(problem, device)[0]
+    return _asked(problem, device, onednn_switched_off())[0]
 
 
-def _asked(problem: ConvProblem, device: str, switched_off: bool | None = None) -> tuple:
+def _asked(problem: ConvProblem, device: str, switched_off: bool) -> tuple:
     """(:func:`computes`, and it as a record writes it), kept per problem, device and kernel switches
     (``switched_off``: :func:`onednn_switched_off`, as the caller read it)."""
     import torch
 
-    off = onednn_switched_off() if switched_off is None else switched_off
-    key = (problem, device, off, torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled(),
+    key = (problem, device, switched_off, torch._C._get_mkldnn_enabled(), torch._C._get_nnpack_enabled(),
            torch.backends.cudnn.enabled)
     kept = _COMPUTES.get(key)
     if kept is None:
