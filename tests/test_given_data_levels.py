@@ -22,11 +22,12 @@ import torch.nn.functional as F
 
 from convcheck import assert_conv_close, assert_conv_input_grad_close, assert_conv_weight_grad_close
 from convcheck.check.backends import torch64
+from convcheck.base import dtypes
 from convcheck.base.errors import BadInput
 from convcheck.problem.lesson_io import read_lesson
 from convcheck.problem.descriptor import parse_descriptor
 from convcheck.problem.random_problems import random_problems
-from convcheck.numerics.summation import element_terms, order_statistics
+from convcheck.numerics.summation import element_terms, order_statistics, stage_statistics
 
 from .conftest import run_cli
 
@@ -77,6 +78,23 @@ def test_torch_fp16_dgrad_passes_its_assert():
     dy = torch.randn(2, 8, 14, 14, generator=g).half()
     assert_conv_input_grad_close(torch.nn.grad.conv2d_input(x.shape, w, dy, padding=1), x.shape, w, dy, padding=1)
     assert_conv_weight_grad_close(torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1), x, w.shape, dy, padding=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_staged_sum_of_one_stage_is_judged(dtype):
+    """A 1x1 kernel's dgrad (one tap) and one image's wgrad stage their sum once: the probable level
+    examines their outputs like any other (a single stage reversed is itself), and torch's answer passes."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 16, 9, 9, generator=g).to(dtype)
+    w = (torch.randn(8, 16, 1, 1, generator=g) / 4).to(dtype)
+    dy = torch.randn(1, 8, 9, 9, generator=g).to(dtype)
+    assert_conv_input_grad_close(torch.nn.grad.conv2d_input(x.shape, w, dy), x.shape, w, dy)
+    assert_conv_weight_grad_close(torch.nn.grad.conv2d_weight(x, w.shape, dy), x, w.shape, dy)
+    p = parse_descriptor("mb1ic16ih9oc8oh9kh1", direction="dgrad", dtype="fp16" if dtype == torch.float16 else "bf16")
+    assert len(element_terms(p, x, w, dy, (0, 3, 4, 4)).shape) == 2  # (output channels, one tap)
+    one = stage_statistics(np.array([[1.5], [2.25]]), "taps", p.dtype)  # one stage, either order: 3.75
+    # exact in the type, so no error; the allowance is the column store's rounding alone (its add is the output's)
+    assert one.staged_error == 0.0 and one.worst == 2.0 * dtypes.get(p.dtype).u
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..base import dtypes
-from .summation import element_terms, order_statistics, stage_statistics
+from .summation import element_terms, order_statistics, stage_statistics_of
 
 #: Outputs whose terms are summed one by one (the furthest beyond the typical correct error).
 EXAMINED = 32
@@ -87,18 +87,19 @@ def _sides(bound):
     return inexact, exact_coef
 
 
-def _staged(problem, side, lam: float, terms) -> float:
-    """A staged side's allowance for its stages on one output's terms (:mod:`convcheck.numerics.rounding`):
-    Higham & Mary over the half-ulps of what it rounds (its stage and running sums,
-    :func:`convcheck.numerics.rounding.stage_roundings`), or the worst case of those roundings on this data where
-    that is smaller (few stages: sqrt(S)*lam > S), and at least twice the staged sum's
-    own error (equal stages, as constant data give, round one way at every step)."""
-    if not side.is_staged:
-        return 0.0
+def _staged(problem, inexact, lam: float, owns: list) -> list[float]:
+    """The staged sides' allowance for their stages on each output's terms (``owns``; 0 where no side is
+    staged, :mod:`convcheck.numerics.rounding`): Higham & Mary over the half-ulps of what it rounds (its stage
+    and running sums, :func:`convcheck.numerics.rounding.stage_roundings`), or the worst case of those
+    roundings on this data where that is smaller (few stages: sqrt(S)*lam > S), and at least twice the
+    staged sum's own error (equal stages, as constant data give, round one way at every step). All the
+    outputs' stages are walked in one pass (:func:`convcheck.numerics.summation.stage_statistics_of`)."""
+    if not any(side.is_staged for _, _, side in inexact):
+        return [0.0] * len(owns)
     from .rounding import STAGES
 
-    stats = stage_statistics(terms, STAGES[problem.direction], problem.dtype)
-    return max(min(lam * math.sqrt(stats.energy), stats.worst), SEQUENTIAL_MARGIN * stats.staged_error)
+    return [max(min(lam * math.sqrt(stats.energy), stats.worst), SEQUENTIAL_MARGIN * stats.staged_error)
+            for stats in stage_statistics_of(owns, STAGES[problem.direction], problem.dtype)]
 
 
 def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) -> ProbableVerdict:
@@ -139,15 +140,16 @@ def judge(problem, bound, ours, ref, x, w, dy, mags, examine: int = EXAMINED) ->
     chosen = torch.topk(score, min(examine, verdict.candidates)).indices.tolist()
     operands = [None if t is None else to_torch(t) for t in (x, w, dy)]
     rows = []
-    for flat in chosen:
-        index = tuple(int(i) for i in np.unravel_index(int(flat), tuple(b64.shape)))  # torch's imports sympy, which adds a warnings filter
-        own = element_terms(problem, *operands, index)
+    indices = [tuple(int(i) for i in np.unravel_index(int(flat), tuple(b64.shape))) for flat in chosen]  # torch's imports sympy, which adds a warnings filter
+    owns = [element_terms(problem, *operands, index) for index in indices]
+    staged = _staged(problem, inexact, lam, owns)
+    for index, own, staged_e in zip(indices, owns, staged):
         stats = order_statistics(own)
         s2_e, a_e = float(s2[index]), float(a_mag[index])
         acc = exact_coef * a_e
         for u, d, side in inexact:
             acc += max(lam * u * math.sqrt(s2_e + stats.energy), SEQUENTIAL_MARGIN * stats.sequential_error * u / U32)
-            acc += d * a_e + _staged(problem, side, lam, own)
+            acc += d * a_e + (staged_e if side.is_staged else 0.0)
         allowed = float(bound.finish(terms, structure, torch.tensor(acc, dtype=torch.float64), ref_abs[index],
                                      None if inter is None else (inter[0][index], inter[1][index])))
         d_e = float(diff[index])

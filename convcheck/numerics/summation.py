@@ -138,28 +138,39 @@ def stage_statistics(terms, stages: str, dtype: str, own_fill: bool = False) -> 
     fill (the energy is then the whole-tensor one of :func:`convcheck.numerics.magnitudes.stage_energy`); given
     data (the default): every rounding's bound is its variance proxy (their bits are not known to be
     random)."""
+    return stage_statistics_of([terms], stages, dtype, own_fill)[0]
+
+
+def stage_statistics_of(many, stages: str, dtype: str, own_fill: bool = False) -> list[StageStatistics]:
+    """:func:`stage_statistics` of several outputs' terms (arrays of one shape, as :func:`element_terms`
+    gives for one problem), in one pass: every output and both orders are one element of the tensors
+    :func:`convcheck.numerics.rounding.stage_roundings` walks stage by stage (the probable level examines
+    up to 32 outputs; a pass per output and order was a few thousand torch calls on single numbers
+    each). Each element's arithmetic is what it was alone: the ops are elementwise."""
     import torch
 
     from ..base import dtypes
     from .rounding import stage_roundings
 
-    t = terms.detach().cpu().numpy() if hasattr(terms, "detach") else np.asarray(terms)
-    t = np.asarray(t, dtype=np.float64)
-    exact = math.fsum(t.reshape(-1).tolist())
+    arrays = [np.asarray(t.detach().cpu().numpy() if hasattr(t, "detach") else t, dtype=np.float64) for t in many]
+    if not arrays:
+        return []
+    exact = [math.fsum(t.reshape(-1).tolist()) for t in arrays]
     half = getattr(torch, dtypes.get(dtype).storage)
-    energy = worst = error = 0.0
-    natural = t.sum(axis=0) if stages == "taps" else t.sum(axis=1)
-    for parts in (natural, natural[::-1]):  # channels-last col2im adds the taps backwards
-        stacked = torch.from_numpy(np.ascontiguousarray(parts))
-        e, c = stage_roundings(list(stacked), stages, dtype, own_fill)
-        energy, worst = max(energy, float(e)), max(worst, float(c))
-        # dgrad's taps are stored in the column buffer before col2im adds them; wgrad's GEMM (beta = 1)
-        # adds each image's fp32 sum to the stored total directly
-        stage = stacked.to(torch.float32)
-        if stages == "taps":
-            stage = stage.to(half).to(torch.float32)
-        acc = torch.zeros((), dtype=half)
-        for p in stage:  # one add per stage, rounded to the tensor type (fp32 arithmetic, as torch's kernels)
-            acc = (acc.to(torch.float32) + p).to(half)
-        error = max(error, abs(float(acc) - exact))
-    return StageStatistics(energy, error, worst)
+    natural = np.stack([t.sum(axis=0) if stages == "taps" else t.sum(axis=1) for t in arrays])
+    # rows: every output in the natural order of its stages, then every output reversed (channels-last
+    # col2im adds the taps backwards); columns: the stages, in the order they are added
+    rows = torch.from_numpy(np.ascontiguousarray(np.concatenate([natural, natural[:, ::-1]])))
+    energy, worst = stage_roundings(list(rows.T), stages, dtype, own_fill)
+    # dgrad's taps are stored in the column buffer before col2im adds them; wgrad's GEMM (beta = 1)
+    # adds each image's fp32 sum to the stored total directly
+    stage = rows.to(torch.float32)
+    if stages == "taps":
+        stage = stage.to(half).to(torch.float32)
+    acc = torch.zeros(rows.shape[0], dtype=half)
+    for p in stage.T:  # one add per stage, rounded to the tensor type (fp32 arithmetic, as torch's kernels)
+        acc = (acc.to(torch.float32) + p).to(half)
+    n = len(arrays)
+    energy, worst, got = energy.tolist(), worst.tolist(), acc.to(torch.float64).tolist()
+    return [StageStatistics(max(energy[i], energy[n + i]), max(abs(got[i] - exact[i]), abs(got[n + i] - exact[i])),
+                            max(worst[i], worst[n + i])) for i in range(n)]
