@@ -40,6 +40,7 @@ class RecentResults:
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self._held: OrderedDict = OrderedDict()
+        self.held_bytes = 0  # the sizes of the values held, summed
         self.hits = self.misses = 0
 
     def get(self, key):
@@ -53,18 +54,22 @@ class RecentResults:
         return found[0]
 
     def put(self, key, value, nbytes: int) -> None:
-        self._held.pop(key, None)
+        replaced = self._held.pop(key, None)
+        if replaced is not None:
+            self.held_bytes -= replaced[1]
         if nbytes > self.max_bytes:
             return
         self._held[key] = (value, nbytes)
-        while sum(n for _, n in self._held.values()) > self.max_bytes:
-            self._held.popitem(last=False)
+        self.held_bytes += nbytes
+        while self.held_bytes > self.max_bytes:
+            self.held_bytes -= self._held.popitem(last=False)[1][1]
 
     def release(self) -> int:
         """Let go of every result held (the counts stay): the bytes they held, 0 if none. What the process
         needs for work comes first: a check that would not fit beside the results kept asks for this."""
-        held = sum(n for _, n in self._held.values())
+        held = self.held_bytes
         self._held.clear()
+        self.held_bytes = 0
         if held:
             import gc
 
@@ -73,6 +78,7 @@ class RecentResults:
 
     def clear(self) -> None:
         self._held.clear()
+        self.held_bytes = 0
         self.hits = self.misses = 0
 
     def __len__(self) -> int:

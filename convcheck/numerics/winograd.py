@@ -81,6 +81,16 @@ class Transform:
         if len(set(self.points)) != len(self.points):
             raise ValueError(f"F({self.m},{self.r}): the points {self.text_points} repeat")
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        """The hash of the fields, computed once: a bound holding this transform keys the results kept for it
+        (convcheck.base.memo), and a diagnosis asks for them thousands of times; each Fraction's own hash
+        is a few microseconds of Python."""
+        return hash((self.m, self.r, self.points, self.name))
+
     @property
     def alpha(self) -> int:
         """The tile of inputs one tile of m outputs reads: m + r - 1."""
