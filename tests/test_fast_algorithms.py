@@ -513,6 +513,10 @@ def test_recent_results_hold_at_most_their_bytes_oldest_out_first_and_digests_se
     assert recent.get("b") is None and recent.get("a") == 1 and recent.get("c") == 3 and len(recent) == 2
     recent.put("d", 4, 101)      # larger than the whole: not kept
     assert recent.get("d") is None and len(recent) == 2
+    recent.put("a", 5, 60)       # replaced: its old 40 bytes no longer count (40 + 60 = 100 fit)
+    assert recent.get("c") == 3 and recent.get("a") == 5 and recent.held_bytes == 100
+    recent.put("e", 6, 1)        # 101: the oldest, "c", goes
+    assert recent.get("c") is None and recent.held_bytes == 61 and len(recent) == 2
     x = np.arange(12, dtype=np.float32)
     y = x.copy()
     y.view(np.uint32)[5] ^= 1
