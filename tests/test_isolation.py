@@ -270,6 +270,27 @@ def test_small_tasks_go_out_together_and_a_crash_among_them_blames_the_one_runni
     assert len(before) == len(after) == 1 and before != after and crashed.worker["pid"] in before
 
 
+def test_a_task_may_ask_for_one_of_torch_s_threads_and_the_next_gets_the_worker_s_own_back():
+    """Task.threads: the worker runs that task on that many of torch's threads and the next, which asks for none,
+    on its own count again; a sweep asks one thread for a small check only (convcheck.campaign.sweep.ONE_THREAD_BELOW)."""
+    from convcheck.campaign.sweep import ONE_THREAD_BELOW, SupervisedExecutor, collect, resolved, SweepOptions, work
+    from convcheck.campaign.workers import Supervisor, Task
+
+    with Supervisor(1, threads=2) as sup:
+        outs = {o.tag: o.value for o in sup.run([Task(i, "torch:get_num_threads", (), 60, threads=t)
+                                                 for i, t in enumerate((None, 1, 1, None, 1))])}
+    assert outs == {0: 2, 1: 1, 2: 1, 3: 2, 4: 1}
+    options = resolved(SweepOptions(backend="torch", device="cpu"))
+    small, large = collect(descriptors=["mb1ic4ih5oc4oh5kh3ph1", "mb8ic64ih56oc64oh56kh3ph1"])
+    assert work(small, options) < ONE_THREAD_BELOW < work(large, options)
+    sent = []
+    executor = SupervisedExecutor(1)
+    executor.supervisor = type("Recording", (), {"run": lambda self, tasks, stop, fault_in: sent.extend(tasks) or iter(()),
+                                                 "busy": lambda self: False})()
+    list(executor.checks([(1, small, options), (2, large, options)]))
+    assert [t.threads for t in sent] == [1, None]
+
+
 def test_a_task_that_runs_past_its_limit_among_small_ones_is_the_one_timed_out():
     """The time limit counts from when the worker began the task (its board), not from when it was sent."""
     from convcheck.campaign.workers import Supervisor, Task

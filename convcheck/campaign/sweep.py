@@ -394,6 +394,14 @@ TIMEOUT_BASE_S = 60.0
 SLOWEST_MACS_PER_S = 2e7
 
 
+#: A check of less work (:func:`work`: multiply-adds) runs on one of torch's threads in its worker: a small
+#: convolution is not split between threads anyway, while a second thread woken by one of the check's torch calls
+#: spins on a core (``GOMP_SPINCOUNT``, :data:`convcheck.campaign.workers.SPIN_VARIABLES`) that the
+#: supervisor writing the records needs. On a 2-core EPYC, one worker checking the 1944 depthwise problems at batch 8
+#: (at most 8.4e5 multiply-adds each) used 3.4-4.3 s of CPU for 2.1-2.6 s of wall with two threads.
+ONE_THREAD_BELOW = 1e7
+
+
 def work(item: Item, options: SweepOptions) -> float:
     """The multiply-adds of ``item``'s check: its problem's, once per convolution a check may run
     (under test, reference, magnitudes), ten times that for every plan with ``all_engines``."""
@@ -475,7 +483,8 @@ class SupervisedExecutor:
         from .workers import Task
 
         tasks = [Task((i, item, options), "convcheck.campaign.sweep:check_item_lines", (item, options), time_limit(item, options),
-                      label=under_test_label(options.backend), cost=work(item, options)) for i, item, options in todo]
+                      label=under_test_label(options.backend), cost=cost, threads=1 if cost < ONE_THREAD_BELOW else None)
+                 for i, item, options in todo for cost in (work(item, options),)]
         sup = self.supervisor
         try:
             for out in sup.run(tasks, stop, fault_in=_records_fault):

@@ -30,7 +30,7 @@ fails). So a command that runs checks never runs them in its own process: a
   answered is the one running.
 
 The protocol, over a socket pair (``multiprocessing.connection``: pickled messages):
-supervisor -> worker ``boot`` dict, then ``([(function "module:name", args), ...], functions)`` per batch
+supervisor -> worker ``boot`` dict, then ``([(function "module:name", args, torch's threads or None), ...], functions)`` per batch
 of tasks, ``None`` to end; worker -> supervisor ``("ready", pid)``, then for each task one of
 ``("done", value, fault, stage, plan)``, ``("raised", exception or None, text, stage, plan)``,
 ``("exited", code, stage, plan)`` (``sys.exit`` inside the task), ``("skipped",)`` (the supervisor
@@ -96,6 +96,7 @@ class Task:
     timeout_s: float | None = None  # None: no limit
     label: str = ""  # what runs, for messages
     cost: float = 0.0  # its work, in any unit the caller keeps to (a convolution's multiply-adds): see _batch
+    threads: int | None = None  # torch's threads in the worker while it runs (None: the worker's own count)
 
 
 @dataclass
@@ -423,7 +424,7 @@ class _Worker:
     def give(self, tasks: list[Task], functions: dict) -> None:
         """Send ``tasks`` in one message; with them go the user functions registered since this worker started."""
         new = {k: v for k, v in functions.items() if self.functions.get(k) != v}
-        self.conn.send(([(t.fn, t.args) for t in tasks], new))
+        self.conn.send(([(t.fn, t.args, t.threads) for t in tasks], new))
         self.sent.extend(tasks)
         self.functions.update(new)
 
@@ -973,8 +974,10 @@ def worker_main(fd: int, parent: int, board_fd: int) -> int:
     from ..base import stages
     from ..check.backends import user_function
 
-    if boot.get("threads") and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(boot["threads"])
+    torch = sys.modules.get("torch")
+    if boot.get("threads") and torch is not None:
+        torch.set_num_threads(boot["threads"])
+    own = now = torch.get_num_threads() if torch is not None else None  # a task may ask for fewer (Task.threads)
     user_function.receive(boot.get("functions") or {})
     stages.listen(board.enter)
     try:
@@ -990,10 +993,13 @@ def worker_main(fd: int, parent: int, board_fd: int) -> int:
             _quick_exit(0)
         tasks, functions = msg
         user_function.receive(functions)
-        for fn, args in tasks:
+        for fn, args, threads in tasks:
             if board.stopping():
                 conn.send(("skipped",))
                 continue
+            if own is not None and (threads or own) != now:
+                now = threads or own
+                torch.set_num_threads(now)
             stages.reset()
             board.begin()
             if answer(conn, fn, args):
