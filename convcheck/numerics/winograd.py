@@ -86,10 +86,11 @@ class Transform:
 
     @cached_property
     def _hash(self) -> int:
-        """The hash of the fields, computed once: a bound holding this transform keys the results kept for it
+        """The hash of the numbers, computed once: a bound holding this transform keys the results kept for it
         (convcheck.base.memo), and a diagnosis asks for them thousands of times; each Fraction's own hash
-        is a few microseconds of Python."""
-        return hash((self.m, self.r, self.points, self.name))
+        is a few microseconds of Python. Numbers hash alike in every process (a name's string would not,
+        and a transform pickled to a worker carries this value with it)."""
+        return hash((self.m, self.r, self.points))
 
     @property
     def alpha(self) -> int:
