@@ -178,6 +178,10 @@ def test_an_example_on_the_light_install(light, name):
     done = _run(f"python examples/{name}", work, env)
     assert done.returncode == EXAMPLES.get(name, 0), (name, done.stdout[-2000:], done.stderr[-2000:])
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    if "show_then_test" in (REPO / "examples" / name).read_text():  # its tests run under pytest, which is not here
+        assert "problem:" in done.stdout and done.stderr.strip().splitlines() == [
+            "the tests of this example run under pytest, which is not installed (pip install pytest, or bash "
+            "scripts/setup.sh --tests)"], done.stderr
 
 
 def test_the_readme_s_python_lines_pass_as_printed():
