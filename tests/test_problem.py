@@ -136,20 +136,3 @@ def test_a_problem_stated_in_torch_s_own_arguments_wherever_a_descriptor_is_take
         with pytest.raises(BadInput, match=said):
             as_problem(bad)
 
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["mb", "ic", "oc", "ih", "iw", "oh", "kh", "kw", "sh", "ph", "dh", "g", "x", "i"]),
-                          st.sampled_from(["", "-", "-0"]), st.integers(0, 40)), min_size=1, max_size=10))
-def test_a_descriptor_read_in_one_pass_reads_as_entry_by_entry(entries):
-    """The one-pass reading of a descriptor's entries (descriptor._entries) gives what reading them one by one
-    gives, and declines exactly the text that reading refuses (its message names the mistake)."""
-    from convcheck.problem.descriptor import _entries, _entries_one_by_one
-
-    body = "".join(f"{k}{sign}{v}" for k, sign, v in entries)
-    fast = _entries(body)
-    try:
-        slow = _entries_one_by_one(body, body, lambda pos: BadInput(f"unknown at {pos}"))
-    except BadInput:
-        assert fast is None
-        return
-    assert fast in (slow, None) and (fast is not None or "-0" in body)  # "-0" is 0: the slow reading accepts it

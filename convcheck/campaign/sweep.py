@@ -482,9 +482,12 @@ class SupervisedExecutor:
         """``(i, records)`` of each ``(i, item, options)`` of ``todo``, as each check ends."""
         from .workers import Task
 
-        tasks = [Task((i, item, options), "convcheck.campaign.sweep:check_item_lines", (item, options), time_limit(item, options),
-                      label=under_test_label(options.backend), cost=cost, threads=1 if cost < ONE_THREAD_BELOW else None)
-                 for i, item, options in todo for cost in (work(item, options),)]
+        tasks = []
+        for i, item, options in todo:
+            cost = work(item, options)
+            tasks.append(Task((i, item, options), "convcheck.campaign.sweep:check_item_lines", (item, options),
+                              time_limit(item, options), label=under_test_label(options.backend), cost=cost,
+                              threads=1 if cost < ONE_THREAD_BELOW else None))
         sup = self.supervisor
         try:
             for out in sup.run(tasks, stop, fault_in=_records_fault):

@@ -329,37 +329,6 @@ def _split_name(text: str) -> tuple[str, str]:
     return text[:i], name
 
 
-def _entries(body: str) -> dict[str, int] | None:
-    """The descriptor's entries as {key: value} where the text is nothing but distinct non-negative entries;
-    None otherwise (:func:`_entries_one_by_one` then names the mistake). One regular-expression pass: a batch
-    file of two thousand layers is read before its first check starts."""
-    found = _TOKEN.findall(body)
-    if sum(len(k) + len(v) for k, v in found) != len(body) or any(v[0] == "-" for _, v in found):
-        return None
-    values = {k: int(v) for k, v in found}
-    return values if len(values) == len(found) else None
-
-
-def _entries_one_by_one(body: str, original: str, unknown) -> dict[str, int]:
-    """The descriptor's entries read in order, raising BadInput at the first that is unknown, negative or
-    given twice (``unknown(pos)``: the error for text no entry matches at ``pos``)."""
-    values: dict[str, int] = {}
-    pos = 0
-    for m in _TOKEN.finditer(body):
-        if m.start() != pos:  # something no entry matches lies before this one
-            raise unknown(pos)
-        key, num = m.group(1), int(m.group(2))
-        if num < 0:
-            raise BadInput(f"descriptor {original!r}: entry '{key}{num}' is negative; sizes, strides, paddings and dilations are >= 0")
-        if key in values:
-            raise BadInput(f"descriptor {original!r}: entry '{key}' is given twice ({key}{values[key]} and {key}{num})")
-        values[key] = num
-        pos = m.end()
-    if pos != len(body):
-        raise unknown(pos)
-    return values
-
-
 def parse_descriptor(text: str, **overrides) -> ConvProblem:
     """Parse one benchdnn convolution descriptor, e.g. ``mb2ic16ih28oc32oh28kh3ph1``.
 
@@ -389,9 +358,20 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
         return BadInput(f"descriptor {original!r}: unknown entry {bad!r} at position {at}; "
                         f"expected one of {', '.join(_KEYS)} followed by a number, or n\"name\"")
 
-    values = _entries(body)
-    if values is None:  # a mistake somewhere: the entries read one by one, the first wrong one named
-        values = _entries_one_by_one(body, original, unknown)
+    values: dict[str, int] = {}
+    pos = 0
+    for m in _TOKEN.finditer(body):
+        if m.start() != pos:  # something no entry matches lies before this one
+            raise unknown(pos)
+        key, num = m.group(1), int(m.group(2))
+        if num < 0:
+            raise BadInput(f"descriptor {original!r}: entry '{key}{num}' is negative; sizes, strides, paddings and dilations are >= 0")
+        if key in values:
+            raise BadInput(f"descriptor {original!r}: entry '{key}' is given twice ({key}{values[key]} and {key}{num})")
+        values[key] = num
+        pos = m.end()
+    if pos != len(body):
+        raise unknown(pos)
 
     g = values.get("g", 1)
     mb = values.get("mb", 2)
