@@ -163,21 +163,26 @@ def test_the_bound_of_torch_names_its_kernel_and_widens_only_where_it_stages(mon
     assert yours.sides[0].stages == 1 and "contract fp32" in yours.derivation()
 
 
+@pytest.mark.parametrize("images_at_a_time", ["as many as fit", "one"])
 @pytest.mark.parametrize("direction", ["dgrad", "wgrad"])
-def test_stage_energy_is_each_outputs_own_staged_sum(direction):
-    """The bound's per-output stage energy (magnitudes.stage_energy, whole tensors) equals the one the
-    probable level computes from an output's own terms (summation.stage_statistics), over random
-    problems: 1-3 spatial axes, groups, stride, dilation, asymmetric padding, true convolution."""
+def test_stage_energy_is_each_outputs_own_staged_sum(direction, images_at_a_time, monkeypatch):
+    """The bound's per-output stage energy (magnitudes.stage_energy, whole tensors, dgrad's a few images
+    at a time: here also one) equals the one the probable level computes from an output's own terms
+    (summation.stage_statistics), over random problems: 1-3 spatial axes, groups, stride, dilation,
+    asymmetric padding, true convolution."""
     from dataclasses import replace
 
     import numpy as np
 
     from convcheck.base.inputs import ConvInputs
+    from convcheck.numerics import magnitudes
     from convcheck.numerics.magnitudes import _tap_parts, stage_energy
     from convcheck.problem.random_problems import random_problems
     from convcheck.numerics.rounding import STAGES
     from convcheck.numerics.summation import element_terms, stage_statistics
 
+    if images_at_a_time == "one":
+        monkeypatch.setattr(magnitudes, "STAGE_CHUNK_BYTES", 1)
     rng = np.random.default_rng(3)
     for p in random_problems(20, seed=11):
         p = replace(p, direction=direction, fuse=(), dtype="fp16", mb=max(p.mb, 2))
