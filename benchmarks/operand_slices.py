@@ -30,7 +30,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 
 from convcheck.check import memory  # noqa: E402
 from convcheck.base.errors import BadInput  # noqa: E402

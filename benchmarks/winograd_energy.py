@@ -23,7 +23,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import convcheck  # noqa: E402,F401  (first: it sets the thread pools' spin before NumPy and torch load)
 import torch  # noqa: E402
 
 from convcheck.numerics import energy_kernels, fast_bound, winograd  # noqa: E402

@@ -470,3 +470,18 @@ def test_the_sum_of_rounded_products_is_the_convolution_where_nothing_rounds(des
     kernel = w.flip(dims=tuple(range(2, w.dim()))) if mode == "conv" else w
     ref = conv(F.pad(x, pad), kernel, stride=p.stride, dilation=p.dilation, groups=p.groups)
     torch.testing.assert_close(sum_of_rounded_products(p, x, w, "float64"), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_a_bound_says_whether_its_magnitudes_read_the_reference():
+    """The diagnosis keeps the last magnitudes by bound and inputs, and by the reference only where the
+    bound reads it (a given-data Winograd bound's probable level measures convcheck's own implementations
+    against it): a kept value is never one of another reference."""
+    from convcheck.check.judging import make_bound
+    from convcheck.numerics.fast_bound import bound_for, parse_algorithm
+
+    p = parse_descriptor("mb2ic8ih12oc8oh12kh3ph1")
+    f2 = parse_algorithm("winograd:2")
+    assert not make_bound("elementwise", p, ("torch", "numpy")).reads_reference
+    assert not bound_for(f2, p, "random").reads_reference
+    assert bound_for(f2, p, "given").reads_reference
+    assert not bound_for(f2, p, "given", level="rigorous").reads_reference

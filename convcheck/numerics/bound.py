@@ -148,6 +148,8 @@ class ErrorBound:
     probable_after = False
     #: a side stores stages in the tensor type, judged by the stages' own sums (convcheck.numerics.rounding)
     staged = False
+    #: whether ``magnitudes`` reads its ``reference`` (else they are the problem's and the inputs' alone)
+    reads_reference = False
 
     def terms(self) -> tuple:
         return ()

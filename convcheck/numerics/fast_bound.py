@@ -424,6 +424,10 @@ class GivenFastBound(_FastBound):
             return worst, torch.zeros_like(worst)
         return self.inner._own(ops, device)
 
+    @property
+    def reads_reference(self) -> bool:
+        return self.level != "rigorous"
+
     def magnitudes(self, problem, inputs, device: str, reference=None):
         """As :meth:`_FastBound.magnitudes`, with the probable level's own-implementation errors measured
         against ``reference`` (the float64 answer the check already holds; computed here if None)."""
