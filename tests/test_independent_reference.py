@@ -200,7 +200,6 @@ def test_drawn_inputs_on_the_host_are_asked_less_a_result_than_given_data_or_a_g
     given, drawn = memory.estimate(p, data="given"), memory.estimate(p, data="random")
     assert given - drawn == results * (memory.BYTES_PER_RESULT - memory.BYTES_PER_DRAWN_RESULT_ON_HOST) > 0
     assert memory.estimate(p, data="random", devices=("cpu", "cuda")) == given == memory.estimate(p)
-    assert memory.estimate(p.with_(dtype="fp16"), data="random") == drawn  # any type: the staged sums in pieces too
     f2 = parse_algorithm("winograd:2")
     assert memory.estimate(p, None, f2, data="random") - drawn == (
         memory.winograd_bytes(p, 2) + results * memory.WINOGRAD_BYTES_PER_RESULT)
@@ -245,9 +244,9 @@ def test_a_check_on_the_cpu_holds_less_than_its_estimate(desc, direction, dtype,
     holds less than it is asked for, on the paths that hold the most for their estimate (docs/DESIGN.md
     10): torch64 (with one image's columns counted, wgrad held 1.01x its estimate here: slow_conv2d
     unfolds the whole batch; with the batch's, about 0.6), fp16 on drawn inputs with torch's slow kernels
-    (the staged sum's energy over the whole batch held 1.32x the estimate at this size when it was still
-    asked 112 bytes a result, the C heap keeping its freed 13 MB arrays; a few images at a time, about 0.47
-    of the 56 any drawn check is asked) and given data (the probable level's arrays)."""
+    (asked 112 bytes a result: the staged sum's energy over the whole batch held 1.32x that at this size,
+    the C heap keeping its freed 13 MB arrays; a MiB of images at a time, 0.27-0.44, and 0.86 once in the
+    suite) and given data (the probable level's arrays)."""
     import subprocess
     import sys
 

@@ -90,15 +90,18 @@ def estimate(problem, reference: str | None = None, algorithm=None, operand_slic
         inputs += math.prod(problem.y_shape)
     columns = native_columns(problem, _reference_device(devices)) if reference == "torch64" else 0
     fast = winograd_bytes(problem, _winograd_m(algorithm), operand_slice) if _winograd_m(algorithm) else 0
-    return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * bytes_per_result(data, devices, algorithm)
+    return (inputs * BYTES_PER_INPUT + math.prod(problem.result_shape) * bytes_per_result(data, devices, algorithm, problem.dtype)
             + scratch(problem) + columns + fast)
 
 
-def bytes_per_result(data: str = "given", devices=("cpu",), algorithm=None) -> int:
-    """Bytes a result element holds at once: :data:`BYTES_PER_RESULT` for given data or a check that uses
-    a GPU; else (drawn inputs of any type, every array on the host) :data:`BYTES_PER_DRAWN_RESULT_ON_HOST`,
-    and :data:`WINOGRAD_BYTES_PER_RESULT` more for a declared Winograd ``algorithm``'s bound."""
-    if data == "given" or "cuda" in devices:
+def bytes_per_result(data: str = "given", devices=("cpu",), algorithm=None, dtype: str = "fp32") -> int:
+    """Bytes a result element holds at once: :data:`BYTES_PER_RESULT` for given data, a check that uses
+    a GPU, or fp16/bf16 (on torch's slow kernels, where oneDNN does not take the type, a check's peak
+    varies with how the C heap reuses its freed arrays: an fp16 dgrad check at 28x28x64, batch 32, held
+    0.39-0.58 of the smaller figure's estimate in fresh processes, and 1.12 once in the test suite's);
+    else (drawn fp32 inputs, every array on the host) :data:`BYTES_PER_DRAWN_RESULT_ON_HOST`, and
+    :data:`WINOGRAD_BYTES_PER_RESULT` more for a declared Winograd ``algorithm``'s bound."""
+    if data == "given" or "cuda" in devices or dtype in ("fp16", "bf16"):
         return BYTES_PER_RESULT
     return BYTES_PER_DRAWN_RESULT_ON_HOST + (WINOGRAD_BYTES_PER_RESULT if _winograd_m(algorithm) else 0)
 
