@@ -239,14 +239,14 @@ def test_winograd_energy_times_the_compiled_sweeps_against_the_eager_code_and_th
 
 
 def test_operand_slices_times_each_slice_against_the_whole_and_the_values_do_not_move():
-    """benchmarks/operand_slices.py: one fprop check whose transformed filters (512 x 512 x 36 in F(4,3))
-    are over the smallest slice, whole and in each smaller slice, each in a fresh process whose
+    """benchmarks/operand_slices.py: one fprop check whose transformed filters (512 x 256 x 36 in F(4,3))
+    are over the smallest slice, whole and in the smaller slice, each in a fresh process whose
     max_memory makes the check choose that slice: the same verdict and ratio each time, the slice used
     the one asked, held under asked; wgrad (summed in chunks of s) has nothing to slice; a bad
     descriptor or a non-Winograd algorithm is exit 2, one line."""
-    out = _run("operand_slices.py", "--problem", "mb1ic512ih6oc512oh6kh3ph1", "--algorithm", "winograd:4:lavin")
+    out = _run("operand_slices.py", "--problem", "mb1ic256ih6oc512oh6kh3ph1", "--algorithm", "winograd:4:lavin")
     rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "slice asked" not in line]
-    assert [r[0].strip() for r in rows] == ["default", str(2 ** 23), str(2 ** 22)], out  # 9.4M elements
+    assert [r[0].strip() for r in rows] == ["default", str(2 ** 22)], out  # 4.7M elements: 2^23 would hold them all
     assert [r[1].strip() for r in rows] == ["whole", *[r[0].strip() for r in rows[1:]]], out
     assert {r[2].strip() for r in rows} == {"passed"} and len({r[3].strip() for r in rows}) == 1, out
     for r in rows:
