@@ -102,7 +102,8 @@ def _campaign_args(w: argparse.ArgumentParser, out_required: bool = True) -> Non
     w.add_argument("--quiet", action="store_true", help="no progress output")
     w.add_argument("--jobs", type=_at_least(1), default=1,
                    help="supervised worker processes (a crash or hang in one costs only the problem it ran); "
-                        "at most one per problem, refused where their memory would not fit")
+                        "at most one per problem, refused where their memory would not fit. Small layers' "
+                        "checks run on one core each: one worker per core is what uses the machine there")
     w.add_argument("--gpus", metavar="all|0,1", help="one worker per GPU, each seeing only its own (no Ray needed)")
     w.add_argument("--ray", nargs="?", const="", metavar="ADDRESS", help="run problems as Ray tasks (local Ray if no address)")
 
