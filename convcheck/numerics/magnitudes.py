@@ -135,8 +135,8 @@ def structural_zeros(problem: ConvProblem, device: str = "cpu"):
 #: Float64 bytes of result a dgrad's staged sum is walked in at a time (:func:`stage_energy`). Its running sums
 #: and their temporaries are a dozen result-sized arrays: over a whole batch, an fp16 dgrad check at 28x28x64,
 #: batch 32, held 1.32x its memory estimate (the C heap kept the freed 13 MB arrays), and at 56x56x64 the
-#: energy took 12.2 s, memory-bound; a MiB of images at a time, the check holds 0.47 of its estimate and the
-#: energy takes 2.1 s (2-core AMD EPYC), the same numbers bit for bit.
+#: energy took 12.2 s, memory-bound; a MiB of images at a time, the check holds 0.27-0.44 of its estimate and
+#: the energy takes 2.1 s (2-core AMD EPYC), the same numbers bit for bit.
 STAGE_CHUNK_BYTES = 1 * 2 ** 20
 
 
