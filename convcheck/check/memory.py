@@ -98,7 +98,7 @@ def bytes_per_result(data: str = "given", devices=("cpu",), algorithm=None, dtyp
     """Bytes a result element holds at once: :data:`BYTES_PER_RESULT` for given data, a check that uses
     a GPU, or fp16/bf16 (on torch's slow kernels, where oneDNN does not take the type, a check's peak
     varies with how the C heap reuses its freed arrays: an fp16 dgrad check at 28x28x64, batch 32, held
-    0.39-0.58 of the smaller figure's estimate in fresh processes, and 1.12 once in the test suite's);
+    0.39-0.58 of the smaller figure's estimate in fresh processes, and 1.12 and 1.66 in two test-suite runs);
     else (drawn fp32 inputs, every array on the host) :data:`BYTES_PER_DRAWN_RESULT_ON_HOST`, and
     :data:`WINOGRAD_BYTES_PER_RESULT` more for a declared Winograd ``algorithm``'s bound."""
     if data == "given" or "cuda" in devices or dtype in ("fp16", "bf16"):
