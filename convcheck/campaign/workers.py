@@ -924,8 +924,11 @@ def _stand_between(zygote: int, fd: int) -> int:
     """Fork: this process stays between the zygote and the worker proper, waits for it and ends as it
     ended (the same exit code, or killed by the same signal, which the zygote reports to the supervisor).
     A function under test that signals its parent (``os.kill(os.getppid(), signal.SIGTERM)``) reaches this
-    process, not the zygote: that costs its own check, a crash, never the campaign. Returns, in the
-    worker proper, this process's pid (its parent)."""
+    process, not the zygote: that costs its own check, a crash, never the campaign. Not exactly which check,
+    though, where the function returns at once: this process ends the worker when it is next scheduled,
+    and a worker that answered first has its answer recorded (seen once on a loaded 2-core machine: the
+    check passed), and a task it had begun since would be recorded as crashed. Returns, in the worker
+    proper, this process's pid (its parent)."""
     between = os.getpid()
     child = os.fork()
     if child == 0:
