@@ -135,4 +135,3 @@ def test_a_problem_stated_in_torch_s_own_arguments_wherever_a_descriptor_is_take
                       ({"input": (2, 8, 9, 9), "weight": (4, 3, 3, 3)}, "groups=1")):
         with pytest.raises(BadInput, match=said):
             as_problem(bad)
-
