@@ -73,7 +73,7 @@ def main(path: str) -> int:
                 run()
                 if device == "cuda":
                     torch.cuda.synchronize()
-            first, best = cold_and_warm(timed, repeat=3)
+            first, best = cold_and_warm(timed, repeat=p.get("repeat", 3))
             cold, warm = cold + first, warm + best
             checked = checked or best
         out.append((cold, warm, checked))

@@ -140,16 +140,16 @@ def own_reference(problem, fill: str, device: str) -> float:
     return cold_and_warm(lambda: numpy_ref.run(problem, inputs))[1]
 
 
-def peers(problems, device: str) -> tuple[list, dict]:
+def peers(problems, device: str, repeat: int = 3) -> tuple[list, dict]:
     """The two convolutions any check must run, per problem: torch in the checked type (the peer of the run
     under test) and torch's float64 convolution (the reference's peer; on a GPU the reference itself,
     torch64), timed in a fresh process that never imported convcheck (benchmarks/_peers.py): cold (the first
-    call, set-up included) and warm (the best of three after it). Returns ([(cold, warm, warm in the checked
+    call, set-up included) and warm (the best of ``repeat`` after it). Returns ([(cold, warm, warm in the checked
     type)] per problem, {threads, load} of that process)."""
     spec = [{"x_shape": list(p.x_shape), "w_shape": list(p.w_shape), "y_shape": list(p.y_shape),
              "kernel": list(p.kernel), "stride": list(p.stride), "dilation": list(p.dilation),
              "pad_pre": list(p.pad_pre), "pad_post": list(p.pad_post), "groups": p.groups, "direction": p.direction,
-             "dtype": p.dtype, "device": device} for p in problems]
+             "dtype": p.dtype, "device": device, "repeat": repeat} for p in problems]
     answer = script_answer("_peers.py", spec)
     assert not answer["convcheck_imported"], "the peers' process imported convcheck"
     return [tuple(t) for t in answer["peers"]], {"threads": answer["threads"], "load": answer["load"]}
@@ -234,7 +234,7 @@ def one_configuration(args) -> dict:
     overheads = []
     problems = [problem_from_record(rec) for rec in recs]
     load_before = os.getloadavg()
-    timed, peer_process = peers(problems, args.device)
+    timed, peer_process = peers(problems, args.device, args.peer_repeat)
     for rec, p, (t_cold, t_peer, t_checked) in zip(recs, problems, timed):
         total_checked += t_checked
         total_own += own_reference(p, rec.get("fill"), args.device)
@@ -318,6 +318,9 @@ def main() -> int:
                          "fprop:fp32,dgrad:fp32,wgrad:fp32,fprop:fp16 on a GPU)")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="sweeps per configuration; the fastest is reported")
+    ap.add_argument("--peer-repeat", type=int, default=3,
+                    help="warm calls of each peer after its first; the best is reported (1: measured once, as a "
+                         "slow GPU's float64 peers are in scripts/gpu_check.sh)")
     ap.add_argument("--runs", type=int, default=1,
                     help="measure everything (the sweeps and their peers) this many times over, one after another: "
                          "the page then says in how many runs each goal was met")

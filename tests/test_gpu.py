@@ -145,10 +145,12 @@ def test_two_runs_are_bitwise_identical():
     p = parse_descriptor("mb8ic64ih56oc64oh56kh3ph1")
     inputs = make_inputs(p, 5)
     a, _ = cudnn_graph.run(p, inputs, "cuda")
+    a = a.cpu().numpy().copy()  # the run's output is the graph's buffer (DLPack): the next run overwrites it
     b, _ = cudnn_graph.run(p, inputs, "cuda")
-    assert np.array_equal(a.cpu().numpy(), b.cpu().numpy())
+    assert b.data_ptr() and np.array_equal(a, b.cpu().numpy())
 
 
+@pytest.mark.cli
 def test_cli_check_save_lesson_and_lesson(tmp_path):
     lesson_dir = tmp_path / "lesson"
     done = run_cli("check", LESSON, "--json", "--save-lesson", str(lesson_dir), "--evidence", str(tmp_path / "ev.txt"))
@@ -322,6 +324,7 @@ def test_every_gpu_check_stays_on_the_device():
         assert 0 < sum(result.stages.values()) <= result.time_s * 1.05, (result.stages, result.time_s)
 
 
+@pytest.mark.cli
 def test_sweep_all_engines_records_each_plan_and_reruns_one(tmp_path):
     out = tmp_path / "e.jsonl"
     done = run_cli("sweep", "mb4ic32ih14oc32oh14kh3ph1", "mb4ic32ih14oc64oh14kh1ph0", "--all-engines", "--out", str(out), "--quiet")
@@ -403,6 +406,7 @@ def test_assert_conv_close_on_cuda_tensors(fp32_precision):
         assert_conv_weight_grad_close(torch.zeros_like(right), x, w.shape, dy, padding=1)
 
 
+@pytest.mark.cli
 def test_model_on_the_gpu_checks_cudnn_against_torch(tmp_path):
     out = tmp_path / "m.jsonl"
     done = run_cli("model", "examples/09_small_net.py:SmallNet", "--input", "8,3,32,32", "--out", str(out), "--quiet")
@@ -435,6 +439,7 @@ def test_your_function_on_cuda_tensors():
         assert [r["status"] for r in bad] == ["failed", "failed"]
 
 
+@pytest.mark.cli
 def test_a_real_sticky_cuda_error_costs_one_record(tmp_path):
     """A device-side assert breaks the worker's CUDA context for good: that check is one
     crashed record, and the checks after it pass in a fresh worker (issue 27)."""
@@ -449,6 +454,7 @@ def test_a_real_sticky_cuda_error_costs_one_record(tmp_path):
     assert "CUDA context broken" in recs[1]["message"] and recs[1]["worker"]["pid"] != recs[2]["worker"]["pid"]
 
 
+@pytest.mark.cli
 def test_the_supervisor_of_a_cudnn_sweep_never_touches_cuda(tmp_path):
     """The sweep's own process runs no check: after a cuDNN sweep it has no CUDA context (it may
     not even have imported torch), and every record came from a worker."""
@@ -469,6 +475,7 @@ def test_the_supervisor_of_a_cudnn_sweep_never_touches_cuda(tmp_path):
     assert all(r["worker"]["pid"] != int(pid) for r in records_of(out))
 
 
+@pytest.mark.cli
 def test_a_cudnn_failure_shrinks_on_its_own_plan(tmp_path):
     """A planted bug in cuDNN's answer (inputs rounded to bf16) on a ResNet-50 layer at batch 8:
     every candidate runs the plan that failed, by name, and the shrink ends minimal there; the

@@ -8,6 +8,7 @@ reads them as it would on a T4."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 
@@ -90,6 +91,7 @@ def test_tf32_judged_both_ways_on_a_t4_is_unsupported(a_t4):
 def _module(path):
     spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass reads its module's namespace while it is made
     spec.loader.exec_module(module)
     return module
 
@@ -132,19 +134,54 @@ def _gpu_check():
         sys.path.remove(str(REPO / "scripts"))
 
 
-def test_gpu_check_s_tf32_row_on_a_t4_is_an_expected_unsupported(a_t4):
+def test_gpu_check_s_tf32_row_on_a_t4_is_an_expected_unsupported(a_t4, tmp_path):
+    """The TF32 rows run the real gate on a T4: unsupported, and that is what the row expects there."""
     gpu_check = _gpu_check()
-    r = gpu_check.real_tf32_row()
-    assert r[1] == "unsupported" and r[-1] == "ok"
-    assert gpu_check.expected_for("bf16") == "unsupported" and gpu_check.expected_for("fp16") == "passed"
+    rows = gpu_check.Rows(tmp_path)
+    for planned in gpu_check.planned(tmp_path, REPO / "cases" / "benchdnn", 8):
+        if planned.needs == "tf32" and "engine" in planned.label:
+            rows.each(planned, planned.expected(*T4))
+    assert [r[0] for r in rows.rows] == ["real TF32 engine judged as fp32", "diagnosis: TF32 engine, fp32 given data"]
+    assert all(r[1] == "unsupported" and r[-1] == "ok" for r in rows.rows)
+
+
+GPUS = {"sm_75": T4, "sm_80": ("NVIDIA A100-SXM4-40GB", (8, 0)), "sm_90": H100}
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_every_gpu_check_row_is_gated_as_the_check_gates_it(gpu):
+    """Every row of scripts/gpu_check.py names the type whose gate decides it, as the check's own
+    (capability_refusal); where the gate refuses, the row expects 'unsupported', and where the GPU runs
+    the type, a verdict. No row can be UNEXPECTED because of the GPU it runs on."""
+    gpu_check = _gpu_check()
+    name, capability = GPUS[gpu]
+    planned = gpu_check.planned(REPO / "gpu-logs-unused", REPO / "cases" / "benchdnn", 8)
+    checks = {label: problem for label, problem, *_ in gpu_check.checks(REPO / "cases" / "benchdnn", 8)}
+    assert len(planned) > 50 and len({p.label for p in planned}) == len(planned)
+    for row in planned:
+        assert row.needs in ("fp32", "tf32", "fp16", "bf16"), row.label
+        if row.label in checks:  # a check's gate reads its problem's type
+            assert row.needs == checks[row.label].dtype, row.label
+        expected = row.expected(name, capability)
+        refused = cudnn_graph.capability_refusal(row.needs, name, capability)
+        if refused:
+            assert expected == ("unsupported",), row.label
+        else:
+            assert expected == row.otherwise and expected != ("unsupported",), row.label
+            assert "unsupported" not in expected or "may decline" in row.label, row.label
+    ran = {row.label for row in planned if not cudnn_graph.capability_refusal(row.needs, name, capability)}
+    assert ("tf32 res2a_branch2b" in ran) is (capability >= (8, 0))
+    assert ("bf16 NHWC lesson" in ran) is (capability >= (8, 0))
+    assert "fp16 res2a_branch2b" in ran and "fused bias+relu fp16 NHWC" in ran
 
 
 def test_a_row_that_raises_is_a_row_and_the_run_goes_on(tmp_path):
     gpu_check = _gpu_check()
     rows = gpu_check.Rows(tmp_path)
-    rows.each("first", lambda: 1 / 0)
-    rows.each("second", lambda: gpu_check.row("second", "passed", None, None, None, 0.1))
+    rows.each(gpu_check.Planned("first", lambda: 1 / 0), ("passed",))
+    rows.each(gpu_check.Planned("second", lambda: ("passed", None, None, None)), ("passed",))
     assert [r[0] for r in rows.rows] == ["first", "second"] and rows.rows[0][1] == "exception"
+    assert [r[-1] for r in rows.rows] == ["UNEXPECTED", "ok"]
     assert (tmp_path / "gpu_check_rows.txt").read_text().count("\n") == 2  # on disk as each ended
 
 
@@ -204,35 +241,136 @@ def test_an_out_of_memory_is_refused_with_its_figures_not_an_error(tmp_path):
     assert r.record()["status"] == "refused"
 
 
-def test_the_memory_the_caching_allocators_hold_freed_counts_as_available(monkeypatch):
+class StandInGpu:
+    """A GPU's memory as the two allocators see it (figures stood in for a GPU's): what the driver says
+    is free, the blocks torch's caching allocator and CuPy's pool hold freed for their own reuse, and
+    what emptying each hands back to the driver."""
+
+    def __init__(self, monkeypatch, driver=1000, torch_free=1000, cupy_free=300):
+        self.driver, self.torch_free, self.cupy_free = driver, torch_free, cupy_free
+        gpu = self
+
+        class Pool:
+            def free_bytes(self):
+                return gpu.cupy_free
+
+            def free_all_blocks(self):
+                gpu.driver, gpu.cupy_free = gpu.driver + gpu.cupy_free, 0
+
+        class Cupy:
+            @staticmethod
+            def get_default_memory_pool():
+                return Pool()
+
+        def empty_cache():
+            gpu.driver, gpu.torch_free = gpu.driver + gpu.torch_free, 0
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (gpu.driver, 16000))
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 4000 + gpu.torch_free)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 4000)
+        monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+        monkeypatch.setitem(sys.modules, "cupy", Cupy)
+
+
+def test_each_allocator_counts_only_its_own_freed_blocks(monkeypatch):
     """torch's caching allocator and CuPy's pool keep a finished check's blocks; the driver counts them as
-    used, the next check can have them (figures stood in for a GPU's)."""
+    used. Each allocator's next allocation can have its own, never the other's."""
     from convcheck.check import memory
 
-    class Pool:
-        def free_bytes(self):
-            return 300
-
-    class FakeCupy:
-        @staticmethod
-        def get_default_memory_pool():
-            return Pool()
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1000, 16000))
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 5000)
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 4000)
-    monkeypatch.setitem(sys.modules, "cupy", FakeCupy)
-    assert memory.available_gpu() == 1000 + 1000 + 300
+    StandInGpu(monkeypatch)
+    assert memory.available_gpu("torch") == 1000 + 1000
+    assert memory.available_gpu("cupy") == 1000 + 300
+    assert memory.available_gpu() == 1000
     assert memory.out_of_memory(RuntimeError("CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"))
     assert not memory.out_of_memory(RuntimeError("CUDNN_STATUS_BAD_PARAM"))
 
 
-def test_a_plan_s_workspace_is_counted_before_it_is_allocated(monkeypatch):
+def test_a_plan_s_workspace_is_counted_before_it_is_allocated_and_the_caches_go_back_first(monkeypatch):
+    """A workspace that fits only once torch's freed blocks and the kept graphs are handed back is
+    allocated after handing them back; one that does not fit even then is refused, with the figures."""
+    from collections import OrderedDict
+
     from convcheck.check import memory
 
-    monkeypatch.setattr(memory, "available_gpu", lambda: 2 ** 20)
-    cudnn_graph.require_workspace(2 ** 19, "eng1")  # fits
+    gpu = StandInGpu(monkeypatch)
+    own = object()  # the graph whose plan asks
+    kept = OrderedDict(a=own, b=object())
+    monkeypatch.setattr(cudnn_graph, "_PREPARED", kept)
+    cudnn_graph.require_workspace(1300, "eng1")  # CuPy's own: no cache touched
+    assert gpu.torch_free == 1000 and len(kept) == 2
+    cudnn_graph.require_workspace(2300, "eng1", keep=own)  # torch's freed blocks: released first
+    assert gpu.torch_free == 0 and gpu.cupy_free == 0 and list(kept) == ["a"]
     with pytest.raises(MemoryError) as raised:
         cudnn_graph.require_workspace(2 ** 30, "eng1")
-    assert memory.out_of_memory(raised.value) and "eng1's workspace needs 1.0 GiB more, 1.0 MiB is free" in str(raised.value)
+    assert memory.out_of_memory(raised.value)
+    assert "eng1's workspace needs 1.0 GiB more, 2.2 KiB is free" in str(raised.value)
+
+
+def test_a_type_the_gpu_lacks_is_unsupported_before_the_reference_runs(a_t4, monkeypatch):
+    """The gate is the check's first step: on a T4, a bf16 check computes no reference (a sweep of a layer
+    list in bf16 would compute every layer's before each 'unsupported')."""
+    from convcheck.check import backends, pipeline
+    from convcheck.check.implementation import Backend
+    from convcheck.check.plan import Plan
+
+    class NoReference(Backend):
+        def run(self, problem, inputs, **options):
+            raise AssertionError("the reference ran for a type this GPU cannot run")
+
+    under_test = Backend("cudnn", "cuda", cudnn_graph)
+    reference = NoReference("torch64", "cuda", backends.module("torch64"))
+    monkeypatch.setattr(pipeline, "resolve", lambda *args, **kwargs: Plan("cudnn", "cuda", "torch64", "cuda",
+                                                                            under_test=under_test,
+                                                                            reference_impl=reference))
+    monkeypatch.setattr(pipeline, "device_scope", lambda plan: contextlib.nullcontext())
+    monkeypatch.setattr(pipeline, "for_bound", lambda *args, **kwargs: pytest.fail("inputs were drawn"))
+    from convcheck import run_check
+
+    r = run_check(parse_descriptor("mb2ic8ih9oc8oh9kh3ph1", dtype="bf16"), backend="cudnn", diagnose=0)
+    assert r.status == "unsupported" and "Tesla T4 (7.5)" in r.message
+
+
+@pytest.mark.parametrize("capability, down", [((7, 5), "fp16"), ((7, 0), "fp16"), ((8, 0), "tf32"), ((9, 0), "tf32"),
+                                              (None, "tf32")])
+def test_a_down_converting_fp32_engine_is_judged_as_what_the_gpu_converts_to(capability, down):
+    """Below compute capability 8.0 there is no TF32: an fp32 engine whose notes say TENSOR_CORE or
+    DOWN_CONVERT_INPUTS converts its inputs to fp16 (same mantissa, 5-bit exponent), and is named so."""
+    from convcheck.check.judging import bound_for_plan, plan_bound
+    from convcheck.check.plan import Plan
+    from convcheck.numerics.bound import FP16_DOWN_ETA
+
+    p = parse_descriptor("mb2ic16ih14oc8oh14kh3ph1")
+    how = bound_for_plan(p, "exact", ["TENSOR_CORE", "DOWN_CONVERT_INPUTS"], capability=capability)
+    assert how.down_converts == down and how.bound == "elementwise" and how.judged_as.startswith(down)
+    assert down.upper() in how.why  # the exact fill is rounded: judged by the elementwise bound
+    bnd = plan_bound(how, Plan("cudnn", "cuda", "torch64", "cuda"))
+    side = bnd.sides[0]
+    assert side.down_to == down and side.u_down == 2.0 ** -11
+    if down == "fp16":
+        assert "65504" in how.judged_as and side.eta_prod == FP16_DOWN_ETA
+        assert "(FP16 inputs)" in bnd.derivation() and "fp16 inside the engine" in side.label
+    else:
+        assert how.problem.dtype == "tf32"
+
+
+def test_an_engine_that_converts_fp32_inputs_to_fp16_passes_as_such_and_fails_as_fp32():
+    """An answer computed as a pre-Ampere down-converting engine does (inputs rounded to fp16, products
+    summed in fp32), judged by the fp16 down-conversion bound and by the fp32 one."""
+    from convcheck.check.backends import torch64
+    from convcheck.check.compare import compare
+    from convcheck.check.fill import for_bound
+    from convcheck.check.judging import bound_for_plan, make_bound, plan_bound
+    from convcheck.check.plan import Plan
+
+    p = parse_descriptor("mb4ic64ih14oc16oh14kh3ph1")
+    inputs = for_bound(p, 0, "elementwise", "cpu")
+    x, w = (torch.from_numpy(a).half().float() for a in (inputs.x, inputs.w))  # what the engine reads
+    ours = torch.nn.functional.conv2d(x, w, padding=1)  # fp32 sums of exact products
+    ref, _ = torch64.run(p, inputs, "cpu")
+    plan = Plan("cudnn", "cpu", "torch64", "cpu")
+    as_fp16 = plan_bound(bound_for_plan(p, "elementwise", ["DOWN_CONVERT_INPUTS"], capability=(7, 5)), plan)
+    as_fp32 = make_bound("elementwise", p, ("cudnn", "torch64"), devices=("cpu", "cpu"))
+    assert compare(ours, ref, as_fp16, as_fp16.magnitudes(p, inputs, "cpu")).passed
+    assert not compare(ours, ref, as_fp32, as_fp32.magnitudes(p, inputs, "cpu")).passed

@@ -25,9 +25,9 @@ from dataclasses import replace
 from ..base import stages
 from .judging import for_check, make_bound
 from .fill import for_bound
-from .pipeline import CheckResult, StageClock, conclude, device_scope
+from .pipeline import CheckResult, StageClock, conclude, failure_status, device_scope
 from .plan import resolve, shared_implementation
-from ..base.errors import Unsupported
+from ..base.errors import ConvCheckError, Unsupported
 from ..problem.descriptor import ConvProblem
 
 
@@ -80,21 +80,33 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
                                "numerical_notes": list(numerical), "behavior_notes": prep.behavior_notes(index),
                                "claims_deterministic": ("NONDETERMINISTIC" not in numerical) if notes_known else None,
                                "built": False}
-        run = cudnn_graph.execute_plan(prep, index, runs=max(timing_runs, repeat), warmup=warmup, repeat_check=repeat > 1)
-        clock.mark("under_test")
-        if not run.built:
-            result.message = run.error
-            if not run.declined:  # a misused call or a CUDA error, not cuDNN declining the plan
-                result.status = "error"
-            result.stages.update(clock.stages())
-        else:
-            result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
-            stages.enter("compare", prep.plan_name(index))
-            conclude(result, replace(spec, engine=None), asked, cudnn_graph.result_tensor(prep), ref, inputs, clock,
-                     magnitudes=magnitudes, keep=keep_outputs)
-            if result.backend_info["claims_deterministic"] and run.bitwise_identical is False:
-                result.message = (result.message + "; " if result.message else "") + "claims determinism but results differ between runs"
-            result.time_backend_s = sum(run.times_ms) / 1e3
+        try:
+            run = cudnn_graph.execute_plan(prep, index, runs=max(timing_runs, repeat), warmup=warmup,
+                                           repeat_check=repeat > 1)
+            clock.mark("under_test")
+            if run.refused:  # its workspace does not fit: this plan's record, the other plans run
+                result.status, result.message = "refused", run.refused
+                result.backend_info.update(built=True, workspace_bytes=run.workspace_bytes)
+                result.stages.update(clock.stages())
+            elif not run.built:
+                result.message = run.error
+                if not run.declined:  # a misused call or a CUDA error, not cuDNN declining the plan
+                    result.status = "error"
+                result.stages.update(clock.stages())
+            else:
+                result.backend_info.update(cudnn_graph.plan_info(prep, run, repeat), built=True, median_ms=run.median_ms)
+                stages.enter("compare", prep.plan_name(index))
+                conclude(result, replace(spec, engine=None), asked, cudnn_graph.result_tensor(prep), ref, inputs, clock,
+                         magnitudes=magnitudes, keep=keep_outputs)
+                if result.backend_info["claims_deterministic"] and run.bitwise_identical is False:
+                    result.message = (result.message + "; " if result.message else "") + "claims determinism but results differ between runs"
+                result.time_backend_s = sum(run.times_ms) / 1e3
+        except Unsupported as e:
+            result.status, result.message = "unsupported", e.reason
+        except ConvCheckError:
+            raise
+        except Exception as e:  # this plan's failure is this plan's record; the other plans keep theirs
+            result.status, result.message = failure_status(e, plan, problem)
         shared.update({k: v for k, v in result.stages.items() if k.startswith("magnitudes")})  # paid once, for every plan
         result.stages = {k: v for k, v in result.stages.items() if not k.startswith("magnitudes")}
         result.time_s = time.perf_counter() - plan_start

@@ -39,6 +39,10 @@ class Implementation:
         """What a record names of its own version beyond the libraries' (your function: its file's hash)."""
         return {}
 
+    def require_runnable(self, problem) -> None:
+        """:class:`~convcheck.base.errors.Unsupported` where this device cannot run ``problem`` at all (a GPU
+        without the checked type), asked before anything of the check is computed."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} on {self.device})"
 
@@ -86,6 +90,11 @@ class Backend(Implementation):
     def own_versions(self) -> dict:
         own = getattr(self.module, "own_versions", None)
         return own() if own is not None else {}
+
+    def require_runnable(self, problem) -> None:
+        gate = getattr(self.module, "require_capability", None)  # cuDNN: what the GPU's compute capability runs
+        if gate is not None:
+            gate(problem)
 
 
 class GivenAnswer(Implementation):

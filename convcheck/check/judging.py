@@ -25,16 +25,26 @@ from ..base.errors import BadInput
 from ..numerics.fast_bound import Algorithm, parse_algorithm
 from ..problem.descriptor import ConvProblem
 
-#: Numerical notes of cuDNN plans that read fp32 inputs as TF32 (Ampere and newer).
+#: Numerical notes of cuDNN plans that down-convert fp32 inputs: to TF32 on Ampere and newer (compute
+#: capability 8.0 on), to fp16 below it (Volta, Turing: a Tesla T4 is 7.5), where there is no TF32.
 DOWN_CONVERTING = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS"}
+TF32_SINCE = (8, 0)
+#: How a down-converting fp32 plan is named, by what it converts to.
+DOWN_CONVERTED = {
+    "tf32": "tf32 (engine down-converts fp32 inputs)",
+    "fp16": "fp16 (engine down-converts fp32 inputs to fp16 on a GPU without TF32: 10-bit mantissa, "
+            "5-bit exponent, overflow above 65504)",
+}
 
 
 def make_bound(name: str, problem, implementations: tuple, p_false: float = DEFAULT_P_FALSE,
                reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL,
-               devices: tuple[str, ...] = ("cpu", "cpu"), contract: str | None = None):
+               devices: tuple[str, ...] = ("cpu", "cpu"), contract: str | None = None,
+               down_converts: str | None = None):
     """The bound ``name`` for ``problem`` checked between ``implementations`` (under test, reference:
     :class:`~convcheck.check.implementation.Implementation` objects, or their names, then running on
-    ``devices``). ``reduced_accumulation`` applies to the implementation under test (an engine's note);
+    ``devices``). ``reduced_accumulation`` and ``down_converts`` apply to the implementation under test
+    (an engine's notes: :func:`bound_for_plan`);
     ``data`` is "given" for inputs convcheck did not draw (judged by the any-data bound); ``contract``
     judges what convcheck cannot ask how it computes (your function, a given answer:
     :mod:`convcheck.numerics.rounding`). Each side's model comes from the implementation itself."""
@@ -42,7 +52,7 @@ def make_bound(name: str, problem, implementations: tuple, p_false: float = DEFA
         return EXACT
     sides = [impl if isinstance(impl, Implementation) else named(impl, dev) for impl, dev in zip(implementations, devices)]
     return bound_between(name, problem, tuple((impl.name, impl.computes(problem, contract)) for impl in sides),
-                         p_false, reduced_accumulation, data, level)
+                         p_false, reduced_accumulation, data, level, down_converts)
 
 
 def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
@@ -150,7 +160,8 @@ def after_run(asked: Judging, problem: ConvProblem, plan, said: dict) -> Bound:
     (:meth:`~convcheck.check.implementation.Implementation.computes`), or by its declared fast algorithm's."""
     notes = said.get("numerical_notes")
     if notes is not None and not asked.declared:
-        how = bound_for_plan(problem, asked.name, notes, explicit=asked.explicit, reference=plan.reference_impl)
+        how = bound_for_plan(problem, asked.name, notes, explicit=asked.explicit, reference=plan.reference_impl,
+                             capability=said.get("compute_capability"))
         kind = how.algorithm.text if how.algorithm is not None else "direct"
         return Bound(plan_bound(how, plan), how.bound, how.judged_as, how.why, kind)
     if asked.declared:
@@ -168,22 +179,26 @@ class PlanJudging(NamedTuple):
     judged_as: str
     why: str                  # why the bound differs from the one asked for ('' where it does not)
     algorithm: Any = None     # the fast algorithm the notes name, whose bound judges (convcheck.numerics.fast_bound)
+    down_converts: str = ""   # what the engine converts fp32 inputs to: "tf32", "fp16" (below sm_80) or ""
 
 
 def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes, explicit: bool = False,
-                   reference=None) -> PlanJudging:
+                   reference=None, capability=None) -> PlanJudging:
     """How a cuDNN plan is judged, from its numerical notes. An engine that down-converts fp32 inputs
-    is judged as TF32 (and says so). Winograd/FFT transform the data, so they are not exact: where the
+    is judged as TF32 (and says so), or on a GPU of compute ``capability`` below 8.0, which has no TF32,
+    as converting them to fp16 (the same mantissa, fp16's range; None: a GPU with TF32). Winograd/FFT transform the data, so they are not exact: where the
     notes name the algorithm (and its tile) and its bound can judge the problem, that bound judges
     (convcheck.numerics.fast_bound.from_engine_notes; unless another bound was asked for by name, ``explicit``,
     or the ``reference`` is not float64, which those bounds are derived against), else the elementwise bound; TF32 rounds the fp32 exact fill, so the elementwise bound judges it."""
     from ..numerics.fast_bound import from_engine_notes
 
     notes = set(numerical_notes)
-    judged, why, algorithm = problem, "", None
+    judged, why, algorithm, down = problem, "", None, ""
     if problem.dtype == "fp32" and DOWN_CONVERTING & notes:
-        judged = replace(problem, dtype="tf32")
-    judged_as = "tf32 (engine down-converts fp32 inputs)" if judged is not problem else problem.dtype
+        down = "tf32" if capability is None or tuple(capability) >= TF32_SINCE else "fp16"
+        if down == "tf32":
+            judged = replace(problem, dtype="tf32")
+    judged_as = DOWN_CONVERTED[down] if down else problem.dtype
     if INEXACT_ALGORITHMS & notes and (bound_name == "exact" or not explicit):
         algorithm, said = from_engine_notes(notes, problem)
         if algorithm is not None and reference is not None and not _float64(reference):
@@ -194,12 +209,12 @@ def bound_for_plan(problem: ConvProblem, bound_name: str, numerical_notes, expli
             bound_name, why = algorithm.bound, f"{said}: judged by the {algorithm.text} bound{where}"
         elif bound_name == "exact":
             bound_name, why = "elementwise", f"{said or '/'.join(sorted(INEXACT_ALGORITHMS & notes))}: not exact, judged by the elementwise bound"
-    elif bound_name == "exact" and judged is not problem:
-        bound_name, why = "elementwise", "TF32 rounds the fp32 exact fill: judged by the elementwise bound as TF32"
+    elif bound_name == "exact" and down:
+        bound_name, why = "elementwise", f"{down.upper()} rounds the fp32 exact fill: judged by the elementwise bound as {down.upper()}"
     reduced = "REDUCED_PRECISION_REDUCTION" in notes
     if reduced:
         judged_as += " with reduced-precision accumulation (engine note)"
-    return PlanJudging(judged, bound_name, reduced, judged_as, why, algorithm)
+    return PlanJudging(judged, bound_name, reduced, judged_as, why, algorithm, down)
 
 
 def plan_bound(how: PlanJudging, plan):
@@ -209,6 +224,9 @@ def plan_bound(how: PlanJudging, plan):
     if how.algorithm is not None:
         from ..numerics.fast_bound import bound_for
 
-        return bound_for(how.algorithm, how.problem, "random")
+        # fp16 down-conversion: the fast bound reads the inputs' 10-bit mantissa as TF32's (the same roundoff)
+        judged = replace(how.problem, dtype="tf32") if how.down_converts == "fp16" else how.problem
+        return bound_for(how.algorithm, judged, "random")
     return make_bound(how.bound, how.problem, (plan.under_test or plan.backend, plan.reference_impl or plan.reference),
-                      reduced_accumulation=how.reduced, devices=(plan.backend_device, plan.reference_device))
+                      reduced_accumulation=how.reduced, devices=(plan.backend_device, plan.reference_device),
+                      down_converts=how.down_converts or None)

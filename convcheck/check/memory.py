@@ -274,10 +274,11 @@ def _read_available_host() -> int | None:
         return None
 
 
-def available_gpu() -> int | None:
-    """Bytes of GPU memory a check can have now: what the driver says is free, plus what torch's caching
-    allocator and CuPy's pool hold freed (both keep a finished check's blocks for reuse, and either
-    gives them to the next allocation of its own; the driver counts them as used). None without a GPU."""
+def available_gpu(allocator: str | None = None) -> int | None:
+    """Bytes of GPU memory an allocation can have now: what the driver says is free, plus the blocks the
+    allocator that will make it holds freed (``"torch"``: torch's caching allocator; ``"cupy"``: CuPy's
+    pool; None: neither). Each allocator reuses only its own freed blocks; the driver counts them as used,
+    so one allocator's are never counted for the other's allocation. None without a GPU."""
     import sys
 
     try:
@@ -286,16 +287,43 @@ def available_gpu() -> int | None:
         if not torch.cuda.is_available():
             return None
         free = int(torch.cuda.mem_get_info()[0])
-        free += int(torch.cuda.memory_reserved()) - int(torch.cuda.memory_allocated())
+        if allocator == "torch":
+            free += int(torch.cuda.memory_reserved()) - int(torch.cuda.memory_allocated())
     except Exception:
         return None
     cupy = sys.modules.get("cupy")  # only where a check used it: importing CuPy here would cost a context
-    if cupy is not None:
+    if allocator == "cupy" and cupy is not None:
         try:
             free += int(cupy.get_default_memory_pool().free_bytes())
         except Exception:
             pass
     return free
+
+
+#: Caches of GPU memory that may be let go before a check is refused for memory, each a function taking the
+#: object to keep (or None): the cuDNN graphs kept for reuse register theirs
+#: (:func:`convcheck.check.backends.cudnn_graph.release_graphs`).
+GPU_CACHES: list = []
+
+
+def release_gpu(keep=None, caches: bool = True) -> None:
+    """Hand GPU memory held for reuse back to the driver: the kept cuDNN graphs but ``keep`` (their buffers
+    and workspaces; ``caches`` False keeps them all), then the blocks CuPy's pool and torch's caching
+    allocator hold freed for their own reuse. What the driver then says is free is what any allocation can
+    have. Done only before a refusal: the caches are a saving, never a reason to refuse a check."""
+    import sys
+
+    for release in GPU_CACHES if caches else ():
+        release(keep)
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 #: What in an error says an allocation failed: torch's and CuPy's out-of-memory errors, cuDNN's statuses.
@@ -375,7 +403,8 @@ def require_room(problem, devices, max_memory: int | None = None, reference: str
                  algorithm=None, data: str = "given") -> tuple[int, int | None]:
     """:func:`require_fits`, after letting go of the kept fast-algorithm bounds
     (:data:`convcheck.numerics.fast_bound.RECENT`) and handing the heap's freed pages back
-    (:func:`return_freed_heap`) where they are what stands in the way: they are a
+    (:func:`return_freed_heap`), and on a GPU the allocators' freed blocks and then the kept cuDNN graphs
+    (:func:`release_gpu`), where they are what stands in the way: they are a
     saving, never a reason to refuse a check; then, for a declared Winograd ``algorithm``, with its bound's
     left operand in smaller slices (:func:`operand_slice_to_fit`): slower, the same
     answer. ``data``: "random" (inputs convcheck draws) or "given" (:func:`bytes_per_result`).
@@ -392,5 +421,12 @@ def require_room(problem, devices, max_memory: int | None = None, reference: str
                 return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
             except TooLarge:
                 pass
+        if "cuda" in devices:  # the allocators' freed blocks, then the kept cuDNN graphs, back to the driver
+            for caches in (False, True):
+                release_gpu(caches=caches)
+                try:
+                    return require_fits(problem, devices, max_memory, reference, algorithm, data=data), None
+                except TooLarge:
+                    pass
         operand_slice = operand_slice_to_fit(problem, devices, max_memory, reference, algorithm, data)
         return require_fits(problem, devices, max_memory, reference, algorithm, operand_slice, data), operand_slice

@@ -361,6 +361,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
     start = time.perf_counter()
     try:
         with device_scope(plan):
+            plan.under_test.require_runnable(spec.problem)  # a type the GPU lacks: unsupported before any work
             clock = StageClock(plan)
             stages.enter("fill")
             if inputs is None:  # a plant changes the inputs on the host
@@ -382,7 +383,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
     except Exception as e:  # a failure inside a backend is a result, not a crash
         if answer is not None:  # nothing under test ran: what failed (the reference) is the caller's to see
             raise
-        result.status, result.message = _failure(e, plan, spec.problem)
+        result.status, result.message = failure_status(e, plan, spec.problem)
     result.time_s = time.perf_counter() - start
     result.versions, result.environment = recorded(plan.under_test, spec.environment)  # your function's file hash besides
     return result
@@ -455,7 +456,7 @@ def _plan_of(spec, answer) -> tuple[Plan, dict]:
     return plan, {"engine": spec.engine, "repeat": spec.repeat, **({"heuristics": tuple(spec.heuristics)} if spec.heuristics else {})}
 
 
-def _failure(e: Exception, plan: Plan, problem: ConvProblem) -> tuple[str, str]:
+def failure_status(e: Exception, plan: Plan, problem: ConvProblem) -> tuple[str, str]:
     """(status, message) of an exception from inside an implementation: refused where the check did not fit
     (with the figures, not the implementation's error), else an error."""
     if out_of_memory(e):

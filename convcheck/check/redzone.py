@@ -54,8 +54,7 @@ class GuardedBuffer:
     @property
     def ptr(self) -> int:
         """Device (or host) address of the interior."""
-        a = self.raw[self.guard:]
-        return int(a.data.ptr) if hasattr(a.data, "ptr") else int(a.ctypes.data)
+        return address(self.raw[self.guard:])
 
     def intact_flag(self):
         """A 0-d boolean array on the buffer's device: both guards still hold the pattern.
@@ -77,6 +76,11 @@ class GuardedBuffer:
             first = int(bad_after[0])
             found.append(Corruption("after", first, int(after[first])))
         return found
+
+
+def address(a) -> int:
+    """The device (CuPy) or host (NumPy) address of an array's first element."""
+    return int(a.data.ptr) if hasattr(a.data, "ptr") else int(a.ctypes.data)
 
 
 def bitwise_equal(xp: Any, a, b) -> bool:

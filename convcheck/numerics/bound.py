@@ -221,7 +221,8 @@ class Side:
 
     label: str
     u_acc: float
-    u_down: float = 0.0      # roundoff of inputs converted inside the engine (TF32), else 0
+    u_down: float = 0.0      # roundoff of inputs converted inside the engine (TF32, or fp16 below sm_80), else 0
+    down_to: str = ""        # what the engine converts its inputs to: "tf32", "fp16" or ""
     u_out: float = 0.0       # rounding of the stored output, 0 when it is the accumulator itself
     eta_out: float = 0.0
     u_inter: float = 0.0     # rounding of intermediates of an unfused conv+bias+activation (torch in fp16/bf16)
@@ -271,12 +272,22 @@ class Side:
         return min(worst, lam * math.sqrt(s - 1) * u * (1.0 + gamma(s, u))), lam * u * lam_w * math.sqrt(s - 1)
 
 
+#: The most one product of fp32 inputs converted to fp16 inside an engine can lose to fp16's subnormal range:
+#: an input below 2^-14 keeps an absolute error of at most 2^-25 (half its spacing), so a product of two
+#: operands of magnitude at most 2 (convcheck's fills: :mod:`convcheck.check.fill`) loses at most
+#: 2^-25 * (2 + 2) + 2^-50 < 2^-22. Overflow (above 65504) cannot happen with those fills.
+FP16_DOWN_ETA = 2.0 ** -22
+
+
 def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False, computes=None,
-             problem=None) -> Side:
+             problem=None, down_converts: str | None = None) -> Side:
     """The rounding model of ``implementation`` ('numpy', 'torch', 'cudnn', ...) at ``dtype``.
 
     ``reduced_accumulation``: the engine's numerical note REDUCED_PRECISION_REDUCTION says it
     accumulates (at least partly) in the tensor type instead of fp32, so it is judged so.
+    ``down_converts``: "fp16" where an engine converts fp32 inputs to fp16 (cuDNN's down-converting
+    engines on GPUs without TF32, compute capability below 8.0): the same 10-bit mantissa as TF32, and
+    fp16's 5-bit exponent (:data:`FP16_DOWN_ETA`); a "tf32" check says TF32 itself (``dtype``).
 
     ``computes`` (:class:`convcheck.numerics.rounding.Computes`, from the implementation itself:
     :func:`convcheck.check.backends.computes`) says how it sums ``problem`` on this machine: the fp32
@@ -291,6 +302,9 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
     narrow_out = storage != "float32"
     stages = computes.stage_count(problem) if computes is not None and problem is not None else 1
     label = f"{implementation} {dtype}" if computes is None else f"{implementation} {dtype} [{computes.describe(problem)}]"
+    down_to = "fp16" if down_converts == "fp16" else "tf32" if dtype == "tf32" else ""
+    if down_to == "fp16":
+        label += " [inputs converted to fp16 inside the engine]"
     # torch runs conv, bias and activation as separate ops, storing each result in the tensor
     # type; a user's function (a backend, or the answer given to an assert) is modelled as torch
     # is: its internals are unknown, and ``conv(x, w) + b`` in the tensor type is how most add a bias.
@@ -299,12 +313,13 @@ def side_for(implementation: str, dtype: str, reduced_accumulation: bool = False
         label,
         # fp32 accumulation is what cuDNN and torch do for all four types, unless the engine says otherwise
         u_acc=max(dtypes.get(dtype).u, dtypes.FP32.u) if reduced_accumulation else dtypes.FP32.u,
-        u_down=dtypes.get("tf32").u if dtype == "tf32" else 0.0,
+        u_down=dtypes.get(down_to).u if down_to else 0.0,
+        down_to=down_to,
         u_out=dtypes.get(dtype).u if narrow_out else 0.0,
         eta_out=_ETA[storage],
         # cuDNN's fused graph keeps fp32 intermediates.
         u_inter=dtypes.get(dtype).u if narrow_out and torch_like else 0.0,
-        eta_prod=FP32_TINY,
+        eta_prod=FP16_DOWN_ETA if down_to == "fp16" else FP32_TINY,
         u_stage=dtypes.get(dtype).u if stages > 1 and narrow_out else 0.0,
         stages=stages,
     )
@@ -521,7 +536,7 @@ class ElementwiseBound(ErrorBound):
             if not self.given:
                 term = f"{s.label}: min(gamma_{n}, {self.lam:.2f}*sqrt({n}))*2^{round(math.log2(s.u_acc))}"
             if s.u_down:
-                term += f" + 2*2^{round(math.log2(s.u_down))} (TF32 inputs)"
+                term += f" + 2*2^{round(math.log2(s.u_down))} ({s.down_to.upper()} inputs)"
             if s.u_out:
                 term += f", output 2^{round(math.log2(s.u_out))}*|y|"
             if s.is_staged:
@@ -615,12 +630,14 @@ def check_level(level: str | None) -> str:
 
 
 def bound_between(name: str, problem, sides: tuple, p_false: float = DEFAULT_P_FALSE,
-                  reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL):
+                  reduced_accumulation: bool = False, data: str = "random", level: str = DEFAULT_LEVEL,
+                  down_converts: str | None = None):
     """The bound ``name`` for ``problem`` checked between two sides, each ``(label, Computes)``: the
     implementation under test and the reference, known only by what each says it computes
     (:class:`convcheck.numerics.rounding.Computes`; :func:`convcheck.check.judging.make_bound` asks them).
-    ``reduced_accumulation`` applies to the implementation under test (an engine's note); ``data``
-    is "given" for inputs convcheck did not draw (judged by the any-data bound)."""
+    ``reduced_accumulation`` and ``down_converts`` (:func:`side_for`) apply to the implementation under
+    test (an engine's notes); ``data`` is "given" for inputs convcheck did not draw (judged by the any-data
+    bound)."""
     name = resolve(name, problem, data)
     n = problem.accumulation_depth
     if name == "lesson":
@@ -628,7 +645,8 @@ def bound_between(name: str, problem, sides: tuple, p_false: float = DEFAULT_P_F
     if name == "elementwise":
         storage = dtypes.get(problem.dtype).storage
         outputs = int(math.prod(problem.result_shape))
-        built = tuple(side_for(label, problem.dtype, reduced_accumulation and k == 0, computes, problem)
+        built = tuple(side_for(label, problem.dtype, reduced_accumulation and k == 0, computes, problem,
+                               down_converts if k == 0 else None)
                       for k, (label, computes) in enumerate(sides))
         return ElementwiseBound(n, outputs, built, p_false, tuple(problem.fuse), "given" if data == "given" else "random",
                                 OVERFLOW_AT[storage], check_level(level))

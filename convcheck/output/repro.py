@@ -60,12 +60,13 @@ def _template(kind: str = "cudnn", fast: bool = False) -> str:
 
 
 def _bound_numbers(bound_name: str, judged: ConvProblem, data: str, reduced: bool, sides: tuple = SIDES,
-                   devices: tuple = ("cpu", "cpu"), contract: str | None = None) -> tuple[tuple, bool, str]:
+                   devices: tuple = ("cpu", "cpu"), contract: str | None = None,
+                   down_converts: str | None = None) -> tuple[tuple, bool, str]:
     """(BOUND_TERMS, BOUND_VARIANCE, BOUND_TEXT) for the script."""
     if bound_name == "exact":
         return {}, False, "exact: only identical outputs pass (every partial sum of the exact fill is representable)"
     bnd = make_bound(bound_name, judged, sides, reduced_accumulation=reduced, data=data, devices=devices,
-                     contract=contract)
+                     contract=contract, down_converts=down_converts)
     if isinstance(bnd, LessonBound):
         return bnd.terms(), False, f"lesson: |ours - ref| <= rtol*max|ref| + rtol*|ref|, rtol = {bnd.rtol:.3e}"
     assert isinstance(bnd, ElementwiseBound)
@@ -165,8 +166,10 @@ def script(problem: ConvProblem, *, seed: int = 0, fill: str | None = None, dens
     if fill == "given" and not data_files:
         raise BadInput("a script of given data needs the data: write it with write_script(..., inputs=...)")
     judged = problem.with_(dtype="tf32") if judged_as.startswith("tf32") else problem
+    down = "fp16" if problem.dtype == "fp32" and judged_as.startswith("fp16") else None  # no TF32 on the GPU
     if fast is None:
-        terms, variance, text = _bound_numbers(bound_name, judged, data, "reduced-precision" in judged_as)
+        terms, variance, text = _bound_numbers(bound_name, judged, data, "reduced-precision" in judged_as,
+                                               down_converts=down)
     values = {
         "TITLE": f"cuDNN {problem.direction} {problem.dtype} reproducer: {problem.descriptor()}",
         "FILE": file_name, "VERSION": __version__, "SOURCE": source or f"the problem {problem.descriptor()}",

@@ -42,7 +42,8 @@ import numpy as np
 from ...base import dtypes, layout, stages
 from ...base.errors import BadInput, Unsupported
 from ...problem.descriptor import ConvProblem
-from ..redzone import GuardedBuffer, bitwise_equal
+from .. import memory
+from ..redzone import GuardedBuffer, address, bitwise_equal
 from . import frontend_compat as fc
 
 name = "cudnn"
@@ -313,22 +314,31 @@ def declines(cudnn, error: BaseException) -> bool:
 
 #: What in a failure's text says the environment failed, not the plan: a library that did not load, versions
 #: that do not match, memory that could not be allocated, a CUDA or driver call that failed, a bad handle.
-#: A plan that fails to build for any other reason (NOT_SUPPORTED, BAD_PARAM, a kernel that failed to
-#: compile: INTERNAL_ERROR_COMPILATION_FAILED) is that plan's failure, and the next plan is tried, as the
-#: frontend's own ``build_plans`` does.
-ENVIRONMENT_FAILURES = ("LOADING_FAILED", "VERSION_MISMATCH", "ALLOC", "EXECUTION_FAILED", "LICENSE", "RUNTIME_",
+#: A plan that fails to build for any other reason is that plan's failure, and the next plan is tried, as the
+#: frontend's own ``build_plans`` does: NOT_SUPPORTED, BAD_PARAM, a kernel that failed to compile
+#: (INTERNAL_ERROR_COMPILATION_FAILED), and RUNTIME_PREREQUISITE_MISSING (a plan that compiles its kernel at
+#: run time found no NVRTC, common with pip-only installs: the precompiled plans after it still run).
+ENVIRONMENT_FAILURES = ("LOADING_FAILED", "VERSION_MISMATCH", "ALLOC", "EXECUTION_FAILED", "LICENSE",
                         "MAPPING_ERROR", "NOT_INITIALIZED", "CUDA_API_FAILED", "INVALID_CUDA_DEVICE", "HANDLE_ERROR",
                         "cudaError", "out of memory")
 
 
 def plan_rejected(cudnn, error: BaseException) -> bool:
-    """Whether a plan's failure to build is the plan's own (cuDNN declined it, or rejected its
-    parameters, or its kernel did not compile): the check records it among the rejected plans and
-    tries the next. False for a misused call (not a RuntimeError) and for an environment or resource
-    failure (:data:`ENVIRONMENT_FAILURES`): no other plan would fare better, and the check is an error."""
-    if declines(cudnn, error):
-        return True
-    return isinstance(error, RuntimeError) and not any(mark in str(error) for mark in ENVIRONMENT_FAILURES)
+    """Whether a plan's failure to build is the plan's own (cuDNN declined it, rejected its parameters,
+    its kernel did not compile, or it needs a runtime compiler this machine lacks): the check records it
+    among the rejected plans and tries the next.
+
+    The frontend raises every failure of ``build_plan_at_index`` (its error code
+    GRAPH_EXECUTION_PLAN_CREATION_FAILED) as ``cudnnGraphNotSupportedError``, whose text ends in cuDNN's
+    status ("cudnn_status: CUDNN_STATUS_BAD_PARAM"); that class derives from ``Exception``, not
+    ``RuntimeError``. Older frontends raised a ``RuntimeError`` naming the status. Either is the plan's own
+    unless its text names an environment failure (:data:`ENVIRONMENT_FAILURES`): no other plan would fare
+    better, and the check is an error. Any other class (a TypeError: a misused call) is never the plan's."""
+    if any(mark in str(error) for mark in ENVIRONMENT_FAILURES):
+        return False
+    not_supported = getattr(cudnn, "cudnnGraphNotSupportedError", None)
+    frontends = (RuntimeError,) + ((not_supported,) if isinstance(not_supported, type) else ())
+    return declines(cudnn, error) or isinstance(error, frontends)
 
 
 def _stage(what: str, fn, *args, cudnn=None):
@@ -375,6 +385,8 @@ class Prepared:
     handle: Any
     plan_count: int
     heuristics: tuple
+    #: what launching a plan needs of the GPU itself (:class:`CudaLaunch`)
+    gpu: Any = None
     deselected: list = field(default_factory=list)
     selected: list = field(default_factory=list)
     #: one workspace for every plan, as large as the largest asked so far (a check of every plan keeps one
@@ -393,7 +405,7 @@ class Prepared:
 
     @property
     def pack(self) -> dict:
-        return {self.cg.tensors[role]: int(view.data.ptr) for role, view in self.views.items()}
+        return {self.cg.tensors[role]: address(view) for role, view in self.views.items()}
 
     def plan_name(self, index: int) -> str:
         try:
@@ -427,6 +439,17 @@ PREPARED_BYTES = 4 * 2 ** 30
 _PREPARED: "OrderedDict[tuple, Prepared]" = OrderedDict()
 
 
+def release_graphs(keep: Prepared | None = None) -> None:
+    """Let go of every kept graph but ``keep``: their buffers and workspaces go back to CuPy's pool
+    (:func:`convcheck.check.memory.release_gpu` calls it before a check is refused for memory)."""
+    for key in [k for k, p in _PREPARED.items() if p is not keep]:
+        del _PREPARED[key]
+
+
+if release_graphs not in memory.GPU_CACHES:
+    memory.GPU_CACHES.append(release_graphs)
+
+
 def prepare(problem: ConvProblem, inputs, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
     """The problem's graph with its buffers and plans (built once, then reused: :func:`prepared`),
     with ``inputs`` written into its input buffers (:func:`load`)."""
@@ -439,14 +462,13 @@ def load(prep: Prepared, inputs) -> None:
     """Write the inputs into the graph's input buffers, on the check's stream: NumPy arrays
     are uploaded once; torch tensors already on the GPU (inputs drawn there) are copied on
     the device, converted to the buffer's type (values are representable: exact)."""
-    import cupy
     import torch
 
     problem = prep.problem
     bias = inputs.bias
     host = {"X": inputs.x, "W": inputs.w, "DY": inputs.dy, "B": None if bias is None else bias.reshape(_shape_of(problem, "B"))}
     _, to_buffer, _ = _buffer_kind(problem)
-    with prep.cupy_stream:
+    with prep.gpu.on_device(), prep.cupy_stream:
         for role, buf in prep.inputs.items():
             source = host[role]
             if isinstance(source, torch.Tensor):
@@ -455,7 +477,7 @@ def load(prep: Prepared, inputs) -> None:
                     view = view.view(torch.bfloat16)
                 view.copy_(source.reshape(view.shape))
             else:
-                buf[...] = cupy.asarray(to_buffer(np.ascontiguousarray(source)))
+                buf[...] = prep.gpu.xp.asarray(to_buffer(np.ascontiguousarray(source)))
 
 
 def prepared(problem: ConvProblem, heuristics=HEURISTICS, math_filter: bool = True) -> Prepared:
@@ -493,14 +515,15 @@ def _build(problem: ConvProblem, heuristics, math_filter: bool, torch_stream) ->
     buf_dtype, _, poison = _buffer_kind(problem)
     cstream = cupy_stream_for(torch_stream)
     in_roles, out_role = roles(problem)
-    with cstream:
+    device = torch_stream.device.index or 0
+    with cupy.cuda.Device(device), cstream:  # the check's device, whichever CuPy's current one is
         bufs = {role: layout.allocate(cupy, _shape_of(problem, role), buf_dtype, cl) for role in in_roles}
         out = GuardedBuffer(cupy, _shape_of(problem, out_role), buf_dtype, cl, poison=poison)
         crop = (slice(None), slice(None)) + tuple(slice(0, c) for c in problem.cropped_input)
         views = {role: (a[crop] if role == "X" else a) for role, a in bufs.items()}
         views[out_role] = out.array[crop] if out_role == "DX" else out.array
         descs = {role: (tuple(v.shape), layout.element_strides(v)) for role, v in views.items()}
-        handle = _handle(cudnn, torch_stream.device.index or 0)
+        handle = _handle(cudnn, device)
         fc.set_stream(cudnn, handle, int(torch_stream.cuda_stream))
         cg = build_graph(cudnn, problem, descs, handle=handle)
         g = cg.graph
@@ -522,7 +545,7 @@ def _build(problem: ConvProblem, heuristics, math_filter: bool, torch_stream) ->
             raise Unsupported(name, "cuDNN's heuristics offered no execution plan for this graph")
         _stage("check_support", g.check_support, cudnn=cudnn)
     return Prepared(problem, cudnn, cg, bufs, out, views, torch_stream, cstream, handle, count,
-                    tuple(h.upper() for h in heuristics), deselected, selected)
+                    tuple(h.upper() for h in heuristics), CudaLaunch(cupy, device), deselected, selected)
 
 
 @dataclass
@@ -539,10 +562,41 @@ class PlanRun:
     #: a failure to build was the plan's own (:func:`plan_rejected`); False for a misused call, an environment
     #: failure, and every failure to execute (a plan that built and then failed is an error, never judged)
     declined: bool = True
+    #: why a plan that built was not run: its workspace does not fit on the GPU (the figures), else ''
+    refused: str = ""
 
     @property
     def median_ms(self) -> float | None:
         return statistics.median(self.times_ms) if self.times_ms else None
+
+
+class CudaLaunch:
+    """What launching a plan needs of the GPU itself, and nothing more: the buffers' array module (CuPy)
+    on the check's device, timing events on its stream, and binding the cuDNN handle to that stream.
+    :func:`launch_plan` and :meth:`PendingRun.collect` do everything else themselves, so a test without
+    a GPU hands in its own (NumPy buffers, events that time nothing) and runs the real launch, its
+    failure handling, its workspace accounting and its collection."""
+
+    def __init__(self, xp, device: int = 0):
+        self.xp, self.device = xp, device
+
+    def on_device(self):
+        return self.xp.cuda.Device(self.device)
+
+    def event(self):
+        import torch
+
+        return torch.cuda.Event(enable_timing=True)
+
+    def bind(self, cudnn, handle, stream) -> None:
+        fc.set_stream(cudnn, handle, int(stream.cuda_stream))  # handles are shared between graphs
+
+    def capability(self) -> tuple[int, int]:
+        """The GPU's compute capability (major, minor): what decides which types it runs and what a
+        down-converting fp32 engine converts to (TF32 from 8.0 on, fp16 below)."""
+        import torch
+
+        return tuple(torch.cuda.get_device_capability(self.device))
 
 
 def build_plan(prep: Prepared, index: int) -> PlanRun:
@@ -589,58 +643,66 @@ class PendingRun:
     events: list = field(default_factory=list)  # (start, end) per timed run
 
     def collect(self) -> PlanRun:
+        """The run, final: a fault the kernels raised asynchronously surfaces here, at the wait, and makes
+        the run an error (:func:`execute_failed`), never a verdict."""
         run, prep, ws = self.run, self.prep, self.workspace
-        if ws is None:  # not built, or failed to execute: already final
+        if ws is None:  # not built, refused, or failed to execute: already final
             return run
-        prep.torch_stream.synchronize()
-        run.times_ms = [float(s.elapsed_time(e)) for s, e in self.events]
-        with prep.cupy_stream:
-            if not bool(prep.output.intact_flag() & ws.intact_flag()):  # one synchronisation; offsets only if broken
-                run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
+        try:
+            prep.torch_stream.synchronize()
+            run.times_ms = [float(s.elapsed_time(e)) for s, e in self.events]
+            with prep.gpu.on_device(), prep.cupy_stream:
+                if not bool(prep.output.intact_flag() & ws.intact_flag()):  # one synchronisation; offsets only if broken
+                    run.redzone = [f"output: {c}" for c in prep.output.check()] + [f"workspace: {c}" for c in ws.check()]
+        except Exception as e:
+            execute_failed(run, e)
         return run
 
 
 def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repeat_check: bool = False) -> PendingRun:
-    """Build plan ``index`` and enqueue ``warmup + runs`` executions (see :class:`PendingRun`)."""
-    import cupy
-    import torch
-
+    """Build plan ``index`` and enqueue ``warmup + runs`` executions (see :class:`PendingRun`). A plan whose
+    workspace does not fit is not run (``refused``, with the figures); one whose launch fails is an error."""
     run = build_plan(prep, index)
     pending = PendingRun(prep, run)
     if not run.built:
         return pending
     _, _, poison = _buffer_kind(prep.problem)
-    g = prep.cg.graph
+    g, gpu = prep.cg.graph, prep.gpu
     stages.enter("execute", run.name)  # kernels run asynchronously: a fault may surface at a later synchronisation
-    fc.set_stream(prep.cudnn, prep.handle, int(prep.torch_stream.cuda_stream))  # handles are shared between graphs
-    with prep.cupy_stream:
-        run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))
-        ws = prep.workspace
-        if ws is None or ws.nbytes < max(run.workspace_bytes, 1):
-            require_workspace(run.workspace_bytes - (ws.nbytes if ws is not None else 0), run.name)
-            prep.workspace = None  # the smaller one goes back to the pool first
-            ws = prep.workspace = GuardedBuffer(cupy, (max(run.workspace_bytes, 1),), np.uint8)
-        pack = prep.pack
+    with gpu.on_device(), prep.cupy_stream:
+        try:
+            gpu.bind(prep.cudnn, prep.handle, prep.torch_stream)
+            run.workspace_bytes = int(g.get_workspace_size_plan_at_index(index))
+            ws = workspace_for(prep, run)
+        except MemoryError as e:
+            run.refused = str(e)
+            return pending
+        except Exception as e:
+            execute_failed(run, e)
+            return pending
         first = None
         identical = True
         for i in range(warmup + runs):
-            prep.output.array[...] = poison
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(prep.torch_stream)
             try:
-                g.execute_plan_at_index(pack, ws.ptr, index, handle=prep.handle)
-            except Exception as e:
-                execute_failed(run, e)
-                prep.torch_stream.synchronize()
-                return pending
-            end.record(prep.torch_stream)
-            if i >= warmup:
-                pending.events.append((start, end))
-                if repeat_check:
+                prep.output.array[...] = poison
+                start, end = gpu.event(), gpu.event()
+                start.record(prep.torch_stream)
+                g.execute_plan_at_index(prep.pack, ws.ptr, index, handle=prep.handle)
+                end.record(prep.torch_stream)
+                if i >= warmup and repeat_check:
                     if first is None:
                         first = prep.output.array.copy()
-                    elif not bitwise_equal(cupy, first, prep.output.array):
+                    elif not bitwise_equal(gpu.xp, first, prep.output.array):
                         identical = False
+            except Exception as e:
+                execute_failed(run, e)
+                try:
+                    prep.torch_stream.synchronize()  # nothing of this plan still runs when the caller goes on
+                except Exception:
+                    pass  # a sticky CUDA error: the run's error already says what failed first
+                return pending
+            if i >= warmup:
+                pending.events.append((start, end))
         if repeat_check and runs > 1:
             run.bitwise_identical = identical
         if prep.problem.direction == "dgrad" and prep.problem.cropped_input != prep.problem.input:
@@ -649,14 +711,35 @@ def launch_plan(prep: Prepared, index: int, runs: int = 1, warmup: int = 0, repe
     return pending
 
 
-def require_workspace(more: int, plan: str) -> None:
-    """A plan's workspace counted before it is allocated: where the GPU has not ``more`` bytes to give
-    (what the driver says is free and the pools hold freed: :func:`convcheck.check.memory.available_gpu`),
-    a MemoryError naming the figures, which the check records as ``refused`` (out of memory)."""
-    from ..memory import available_gpu, human
+def workspace_for(prep: Prepared, run: PlanRun):
+    """The graph's one workspace, grown to ``run``'s plan where it is smaller. Before a larger one is
+    allocated its size is counted against the GPU (:func:`require_workspace`); the smaller one goes back to
+    the pool first."""
+    ws = prep.workspace
+    if ws is not None and ws.nbytes >= max(run.workspace_bytes, 1):
+        return ws
+    require_workspace(run.workspace_bytes - (ws.nbytes if ws is not None else 0), run.name, keep=prep)
+    prep.workspace = None
+    ws = prep.workspace = GuardedBuffer(prep.gpu.xp, (max(run.workspace_bytes, 1),), np.uint8)
+    return ws
 
-    free = available_gpu()
-    if more > 0 and free is not None and more > free:
+
+def require_workspace(more: int, plan: str, keep: Prepared | None = None) -> None:
+    """A plan's workspace counted before it is allocated, against what CuPy (which allocates it) can have:
+    what the driver says is free and CuPy's pool holds freed (:func:`convcheck.check.memory.available_gpu`).
+    Where that is short, the kept graphs other than ``keep`` and every allocator's freed blocks go back to
+    the driver (:func:`convcheck.check.memory.release_gpu`) and it is counted again; still short, a
+    MemoryError naming the figures, which a check records as ``refused`` (out of memory)."""
+    from ..memory import available_gpu, human, release_gpu
+
+    if more <= 0:
+        return
+    free = available_gpu("cupy")
+    if free is None or more <= free:
+        return
+    release_gpu(keep=keep)
+    free = available_gpu("cupy")
+    if free is not None and more > free:
         raise MemoryError(f"out of memory: plan {plan}'s workspace needs {human(more)} more, {human(free)} is free")
 
 
@@ -685,7 +768,8 @@ def pick_plan(prep: Prepared, engine=None) -> PlanRun:
     """The plan a check runs, executed: by index, by name, or (``engine`` None) the first in the heuristics'
     order that builds, the plans that fail to build for their own reasons (:func:`plan_rejected`) recorded
     as rejected. :class:`Unsupported` where no plan builds; :class:`FrontendCallFailed` where a plan failed
-    for another reason or failed to execute (the output is then never judged)."""
+    for another reason or failed to execute (the output is then never judged); a MemoryError (the check is
+    refused) where the chosen plan's workspace does not fit."""
     if engine is None:
         if prep.first_built is not None:  # a reused graph: its choice is known
             index, rejected = prep.first_built
@@ -696,7 +780,7 @@ def pick_plan(prep: Prepared, engine=None) -> PlanRun:
         failures = []
         for i in range(prep.plan_count):
             run = execute_plan(prep, i)
-            if run.built:
+            if run.built and not run.refused:
                 run.rejected = failures
                 prep.first_built = (i, failures)
                 return run
@@ -710,7 +794,7 @@ def pick_plan(prep: Prepared, engine=None) -> PlanRun:
         raise BadInput(f"engine {engine!r} is not among this graph's plans: "
                        f"{', '.join(f'{i} {n}' for i, n in enumerate(names))}")
     run = execute_plan(prep, indices[0])
-    if not run.built:
+    if not run.built or run.refused:
         refuse_failed_plan(run)
         raise Unsupported(name, f"plan {indices[0]} ({run.name}) did not build or run: {run.error}")
     return run
@@ -719,7 +803,10 @@ def pick_plan(prep: Prepared, engine=None) -> PlanRun:
 def refuse_failed_plan(run: PlanRun) -> None:
     """A plan that failed other than by its own rejection (:func:`plan_rejected`), or failed to execute,
     stops the check as an error (the next plan is not tried: a CUDA error, an environment failure or a
-    misused call is no reason to look for another engine)."""
+    misused call is no reason to look for another engine); one whose workspace does not fit stops it as
+    refused for memory (a MemoryError with the figures)."""
+    if run.refused:
+        raise MemoryError(run.refused)
     if not run.built and not run.declined:
         call = "execute_plan_at_index" if run.error.startswith("execute:") else "build_plan_at_index"
         raise FrontendCallFailed(f"{call} (plan {run.index}, {run.name})", run.error.removeprefix("execute: "))
@@ -761,10 +848,11 @@ def plan_info(prep: Prepared, chosen: PlanRun, repeat: int = 1) -> dict:
         "redzone": chosen.redzone,
         "bitwise_identical": chosen.bitwise_identical,
         "repeat": repeat,
-        "dlpack_zero_copy": int(result_tensor(prep).data_ptr()) == int(out.data.ptr),
+        "dlpack_zero_copy": int(result_tensor(prep).data_ptr()) == address(out),
         **{role.lower(): {"dims": list(v.shape), "strides": layout.element_strides(v)} for role, v in prep.views.items()},
         "stream": int(prep.torch_stream.cuda_stream),
         "accumulate": "float32",
+        "compute_capability": list(prep.gpu.capability()),
     }
 
 
