@@ -26,29 +26,29 @@ grace=5  # seconds between a step's SIGINT and its SIGKILL, inside its limit
 cd "$repo"
 
 # name | seconds | what the limit comes from | command (run by bash from the repository root, $py and $logs set).
-# Measured costs (docs/measurements/gpu_check_costs.md): on a 2-core AMD EPYC without a GPU, Python starts in
-# 0.02 s, imports torch in 1.5-1.7 s, torch, CuPy and the frontend in 2.2-2.3 s, runs `convcheck env` in
-# 2.5 s, collects the 122 GPU tests in 8.1 s, a CLI check on the CPU in 2.0 s. On one H200 (2026-11-30,
-# before the compare's compiled kernels were removed): a fresh `convcheck check` process 19 s, `lesson` 17 s,
-# a first check in a process 17.5 s and every later one 0.007-0.12 s, 94 GPU tests in about 200 s. A T4
-# has about an eighth of an H200's fp32 throughput (8.1 against 67 TFLOPS) and a fifteenth of its memory
-# bandwidth (320 GB/s against 4.8 TB/s): the limits below give
-# a step its CPU-side cost (process start, imports) plus its GPU work at T4 speed, with room.
+# Measured costs (docs/measurements/gpu_check_costs.md, medians of 3 on a 2-core AMD EPYC without a GPU):
+# Python starts in 0.04 s, imports torch in 1.6 s, torch, CuPy and the frontend in 2.4 s, runs `convcheck env`
+# in 2.5 s, collects the 122 GPU tests in 7.1 s, a CLI check on the CPU in 1.6 s. On one H200 (2026-11-30,
+# docs/measurements/gpu_h200.md, before the compare's compiled kernels were removed): a fresh `convcheck
+# check` process 19 s, `lesson` 17 s, a first check in a process 17.5 s and every later one 0.007-0.12 s, 94
+# GPU tests in about 200 s. A T4 has about an eighth of an H200's fp32 throughput (8.1 against 67 TFLOPS)
+# and a fifteenth of its memory bandwidth (320 GB/s against 4.8 TB/s): the limits below give a step its
+# CPU-side cost (process start, imports) plus its GPU work at T4 speed, with room.
 examples=""
 for f in examples/[0-9]*.py; do examples+=" $(basename "$f" .py)"; done
 n_examples=$(echo $examples | wc -w)
 steps=(
   "env|15|2.5 s on the CPU (imports), plus CUDA's start and nvidia-smi|\$py -m convcheck env && (nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv || echo \"nvidia-smi: none here\") && \$py -c 'import importlib.util as u; found=[m for m in (\"jax\", \"onnxruntime\", \"openvino\") if u.find_spec(m)]; print(\"runtimes installed:\", found or \"none\")'"
-  "GPU tests in this process (pytest -m 'gpu and not cli', 20 s a test)|110|8.1 s to collect; about 110 tests of 0.1-2 s of GPU work each on an H200|CONVCHECK_GPU_TEST_LIMIT=20 \$py -m pytest -m 'gpu and not cli' tests -v -rA -p no:cacheprovider --junitxml \$logs/gpu-tests.xml"
-  "every dtype and direction on cuDNN (gpu_check.py)|75|2.3 s of imports; 60 rows, two of them fresh processes (19 s on an H200 before the compare's compile was removed)|\$py scripts/gpu_check.py --out \$logs"
-  "GPU tests that start commands (pytest -m 'gpu and cli', 30 s a test)|50|6 tests, each at least one fresh process (2.3 s of imports on the CPU)|CONVCHECK_GPU_TEST_LIMIT=30 \$py -m pytest -m 'gpu and cli' tests -v -rA -p no:cacheprovider --junitxml \$logs/gpu-tests-cli.xml"
-  "check lesson on cuDNN|30|two fresh processes: 2.0 s each on the CPU, 19 s and 17 s on an H200|\$py -m convcheck check mb2ic16ih14oc8oh14kh3ph1 --backend cudnn --json --save-lesson \$logs/lesson-cli > \$logs/check.json && \$py -m convcheck lesson \$logs/lesson-cli"
+  "GPU tests in this process (pytest -m 'gpu and not cli', 20 s a test)|110|7.1 s to collect; 116 tests (on an H200 94 took about 200 s, most of it the compiled compare since removed: 17.5 s a first check)|CONVCHECK_GPU_TEST_LIMIT=20 \$py -m pytest -m 'gpu and not cli' tests -v -rA -p no:cacheprovider --junitxml \$logs/gpu-tests.xml"
+  "every dtype and direction on cuDNN (gpu_check.py)|75|2.4 s of imports; 60 rows, two of them fresh processes (19 s on an H200 before the compare's compile was removed)|\$py scripts/gpu_check.py --out \$logs"
+  "GPU tests that start commands (pytest -m 'gpu and cli', 30 s a test)|50|6 tests, each at least one fresh process (2.4 s of imports on the CPU)|CONVCHECK_GPU_TEST_LIMIT=30 \$py -m pytest -m 'gpu and cli' tests -v -rA -p no:cacheprovider --junitxml \$logs/gpu-tests-cli.xml"
+  "check lesson on cuDNN|30|two fresh processes: 1.6 s each on the CPU, 19 s and 17 s on an H200|\$py -m convcheck check mb2ic16ih14oc8oh14kh3ph1 --backend cudnn --json --save-lesson \$logs/lesson-cli > \$logs/check.json && \$py -m convcheck lesson \$logs/lesson-cli"
   "engines res2a_branch2b fp16|25|one process; every plan of one layer at batch 8 (83 plan records of two layers took 19 s in one process on an H200)|\$py -m convcheck engines mb8ic64ih56oc64oh56kh3ph1 --dtype fp16"
   "sweep resnet_50 mb8 fp32 and fp16|35|two processes; 20 layers each at batch 8 (0.23 s for 20 at batch 32 on an H200, warm)|\$py -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --backend cudnn --out \$logs/sweep.jsonl --quiet && \$py -m convcheck sweep --batch cases/benchdnn/shapes_resnet_50 --mb 8 --dtype fp16 --backend cudnn --out \$logs/sweep16.jsonl --quiet"
   "shrink a planted cuDNN failure|25|two processes; a shrink of at most 40 checks of small problems|\$py -m convcheck sweep mb8ic64ih28oc64oh28kh3ph1 --backend cudnn --plant padding --out \$logs/planted.jsonl --quiet; [ \$? -eq 1 ] && \$py -m convcheck shrink \$logs/planted.jsonl --index 1 --budget 40 --out \$logs/shrunk.jsonl; [ \$? -eq 1 ]"
-  "repro of a cuDNN record|20|two processes: convcheck, then the script (torch, CuPy and the frontend: 2.3 s of imports)|\$py -m convcheck repro \$logs/sweep.jsonl --index 1 -o \$logs/repro.py && \$py \$logs/repro.py"
+  "repro of a cuDNN record|20|two processes: convcheck, then the script (torch, CuPy and the frontend: 2.4 s of imports)|\$py -m convcheck repro \$logs/sweep.jsonl --index 1 -o \$logs/repro.py && \$py \$logs/repro.py"
   "rerun of a cuDNN record|20|one process loading CUDA, CuPy and cuDNN (19 s for a first check on an H200 before the compare's compile was removed)|\$py -m convcheck rerun \$logs/sweep.jsonl --index 2"
-  "examples:$examples|45|$n_examples processes, 4 at a time: 2.3 s of imports each on the CPU, small problems|printf '%s\\n'$examples | xargs -P 4 -I{} bash -c 'timeout 30 \"\$py\" examples/{}.py > \"\$logs/example_{}.txt\" 2>&1; echo \"example {}: exit \$?\"' | sort | tee \$logs/examples.txt; ! grep -qvE ': exit (0|3)\$' \$logs/examples.txt"
+  "examples:$examples|45|$n_examples processes, 4 at a time: 2.4 s of imports each on the CPU, small problems|printf '%s\\n'$examples | xargs -P 4 -I{} bash -c 'timeout 30 \"\$py\" examples/{}.py > \"\$logs/example_{}.txt\" 2>&1; echo \"example {}: exit \$?\"' | sort | tee \$logs/examples.txt; ! grep -qvE ': exit (0|3)\$' \$logs/examples.txt"
   "sweep speed at batch 8, one configuration (sweep_throughput)|30|resnet_50 at batch 8, fprop fp32, one sweep; its peers (torch fp32 and float64) in one fresh process, each measured once after its first call|\$py benchmarks/sweep_throughput.py --mb 8 --configs fprop:fp32 --repeat 1 --runs 1 --peer-repeat 1 --no-fresh --no-cli"
 )
 if [ -n "${GPU_CHECK_STEPS:-}" ]; then
