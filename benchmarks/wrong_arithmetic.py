@@ -194,6 +194,91 @@ def _plain(problem):
     return not problem.fuse
 
 
+def _library_sum(tname: str, order: str = "channel", products: str = "fp32", lanes: int = 1, tile: int = 0,
+                 pairwise: bool = False):
+    """fprop, 2-D, as a kernel sums with its running sum kept in ``tname`` (a torch dtype name) after every
+    term: the (channel, kernel row, kernel column) terms in ``order`` ("channel": channel outermost;
+    "tap": kernel position outermost; "reversed": the channel order backwards), each product in fp32 or
+    rounded to ``tname`` first (``products`` "narrow"); split over ``lanes`` running sums (term i in lane
+    i mod lanes) added one after another at the end; or in ``tile``-term tiles, each its own running sum,
+    the tiles added in turn; or ``pairwise``, a tree of narrow sums. Written with torch's unfold, apart
+    from convcheck's own simulation of such sums (convcheck.check.running_sums)."""
+    narrow = getattr(torch, tname)
+
+    def add(a, b):  # an fp32 add, the sum kept in the narrow type
+        return (a.float() + b.float()).to(narrow)
+
+    def forward(x, w, bias, stride, padding, dilation, groups):
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        og, taps = o // groups, kh * kw
+        parts = []
+        for g in range(groups):
+            cols = torch.nn.functional.unfold(x[:, g * cg:(g + 1) * cg], (kh, kw), dilation=dilation, padding=padding,
+                                              stride=stride)  # [n, cg*taps, L], channel-major
+            wg = w[g * og:(g + 1) * og].reshape(og, cg * taps)
+            ks = list(range(cg * taps))
+            if order == "tap":
+                ks = [ci * taps + t for t in range(taps) for ci in range(cg)]
+            elif order == "reversed":
+                ks = [ci * taps + t for ci in reversed(range(cg)) for t in range(taps)]
+
+            def product(k):
+                p = cols[:, None, k, :] * wg[None, :, k, None]  # fp32 product
+                return p.to(narrow) if products == "narrow" else p
+            if pairwise:
+                level = [product(k).to(narrow) for k in ks]
+                while len(level) > 1:
+                    level = [add(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
+                             for i in range(0, len(level), 2)]
+                total = level[0]
+            elif tile:
+                total = None
+                for start in range(0, len(ks), tile):
+                    acc = None
+                    for k in ks[start:start + tile]:
+                        acc = product(k).to(narrow) if acc is None else add(acc, product(k))
+                    total = acc if total is None else add(total, acc)
+            else:
+                accs = [None] * lanes
+                for i, k in enumerate(ks):
+                    j = i % lanes
+                    accs[j] = product(k).to(narrow) if accs[j] is None else add(accs[j], product(k))
+                total = accs[0]
+                for a in accs[1:]:
+                    total = total if a is None else add(total, a)
+            parts.append(total.float())
+        oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        y = torch.cat(parts, dim=1).reshape(n, o, oh, -1)
+        return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+    return forward
+
+
+def _library_applies(tname: str):
+    """A library-written running sum judged where it means something: fprop, 2-D, a sum of more than one term,
+    a type the check's output holds (an fp16 sum in an fp32 or fp16 check, a bf16 one in fp32 or bf16)."""
+    def applies(direction, p):
+        own = {"float16": "fp16", "bfloat16": "bf16"}[tname]
+        return (p.ndim == 2 and _plain(p) and p.mode == "xcorr" and p.pad_pre == p.pad_post
+                and (p.ic // p.groups) * int(np.prod(p.kernel)) > 1 and p.dtype in ("fp32", own))
+    return applies
+
+
+#: Running sums kept in a narrow type as libraries write them, in orders convcheck does and does not simulate:
+#: the diagnosis must name the family (and the type), with the order where the evidence has it.
+LIBRARY = {
+    "lib_fp16_sum_channel_major": _library_sum("float16"),
+    "lib_fp16_sum_tap_major": _library_sum("float16", order="tap"),
+    "lib_fp16_sum_reversed": _library_sum("float16", order="reversed"),
+    "lib_fp16_sum_6_lanes": _library_sum("float16", order="tap", lanes=6),
+    "lib_fp16_sum_16_term_tiles": _library_sum("float16", tile=16),
+    "lib_fp16_sum_pairwise": _library_sum("float16", pairwise=True),
+    "lib_fp16_products_rounded_tap_major": _library_sum("float16", order="tap", products="narrow"),
+    "lib_bf16_sum_channel_major": _library_sum("bfloat16"),
+    "lib_bf16_sum_5_lanes": _library_sum("bfloat16", lanes=5),
+}
+
+
 WRONG = {
     "tf32_inputs": Wrong({"family": "rounding", "type": "tf32", "operands": "both"},
                          operands=_round_operands("tf32"), applies=lambda d, p: p.dtype == "fp32"),
@@ -245,6 +330,9 @@ WRONG = {
     "autocast_bf16": Wrong({"family": "autocast", "type": "bf16"}, operands=_round_operands("bf16"), result=_bf16_store,
                            applies=lambda d, p: p.dtype in ("fp32", "fp16")),
     "noise": Wrong({"family": None}, result=_noise),
+    **{name: Wrong({"family": "accumulation", "type": "fp16" if "fp16" in name else "bf16"}, directions=("fprop",),
+                   forward=forward, applies=_library_applies("float16" if "fp16" in name else "bfloat16"))
+       for name, forward in LIBRARY.items()},
 }
 
 

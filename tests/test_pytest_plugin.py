@@ -35,6 +35,11 @@ def test_each_problem_of_the_marker_is_its_own_test_result(tmp_path):
             assert results[f"test_conv2d[{layer}-{direction}]"][0] == "passed"
     kind, text = results["test_conv2d_tf32[groups_4-fprop]"]
     assert kind == "failure" and "outputs outside the bound" in text and "rounded to tf32 ties away" in text
+    kind, text = results["test_conv2d_fp16_sum[deep_3x3-fprop]"]  # the classic accumulator bug, named with its order
+    assert kind == "failure" and "the running sum kept in fp16 after every term, summed channel by channel" in text
+    kind, text = results["test_conv2d_half_kernel[deep_3x3-fprop]"]  # an fp16 kernel's fp16 running sum
+    assert kind == "failure" and "the running sum kept in fp16 after every term, summed kernel position by" in text
+    assert "each product rounded to fp16 first" in text
     assert results["test_conv2d_no_groups[groups_4-fprop]"] == ("skipped", "your function declined it: grouped "
                                                                            "convolutions are not written yet")
     assert results["test_conv2d_no_groups[deep_3x3-fprop]"][0] == "passed"
@@ -42,7 +47,7 @@ def test_each_problem_of_the_marker_is_its_own_test_result(tmp_path):
     assert len(by_hand) == 5 and all(results[n][0] == "passed" for n in by_hand)  # the list by name
     assert results["test_any_data"][0] == "passed"  # the public strategies, on data of any values
     recs = records_of(records)
-    assert len(recs) == 6 + 1 + 3 and {r["name"] for r in recs} == {"deep 3x3", "groups 4", "strided 1x1"}
+    assert len(recs) == 6 + 1 + 2 + 3 and {r["name"] for r in recs} == {"deep 3x3", "groups 4", "strided 1x1"}
     assert [r["status"] for r in recs if "tf32" in r["backend"]] == ["failed"]
 
 

@@ -127,6 +127,9 @@ class Cause:
     #: a pair: the single change its rounding is added to, and (operands, rounding function) of the rounding
     base: "Cause | None" = None
     rounding: tuple | None = None
+    #: judges itself, from (this cause, the diagnosis's judge): (covers, closeness) or None, where its evidence
+    #: is a mark of the output rather than one answer (a narrow running sum in an order no simulation has)
+    judges: Callable | None = None
 
     @property
     def advice(self) -> str:
@@ -379,6 +382,112 @@ def _accumulation(problem, inputs, ours, ref):
                         detail={"type": name, "block": size, "axis": "terms"})
 
 
+def _running_sums(problem, inputs, ours, ref):
+    """fprop's running sum kept in fp16 or bf16 after every term: in each simulated order
+    (:mod:`convcheck.check.running_sums`: channel or kernel position outermost, split over lanes, products
+    exact or rounded first), then in any order, by the family's marks. Each type is screened first, one
+    convolution: no order leaves an error past gamma_n(u) * sum |products| (nor, in a wider check type, an output
+    that is not a value of the narrow type), so a type the output cannot come from costs nothing more."""
+    if problem.direction != "fprop" or problem.fuse:
+        return
+    from . import running_sums
+
+    kinds = running_sums.variants(problem)
+    shared: dict = {}
+    for name, u, tname in _own_narrow(problem):
+        for order, lanes, products in kinds:
+            yield Cause("accumulation", running_sums.describe(order, lanes, products, name), problem, inputs,
+                        compute=_simulated(order, lanes, products, tname, shared),
+                        detail={"type": name, "order": order, "lanes": lanes, "products": products})
+        yield Cause("accumulation", f"the running sum kept in {name} after every term, in an order none of the "
+                    f"{len(kinds)} simulated ones reproduces: the order is undetermined", problem, inputs,
+                    judges=_any_order(kinds, tname, u, shared), detail={"type": name, "order": "undetermined"})
+
+
+def _screened(run, problem, inputs, tname: str, u: float, shared: dict, scope) -> bool:
+    """Whether the output can be a running sum kept in ``tname`` at all (see :func:`_running_sums`), once per
+    type; conv(|x|, |w|) kept for the family's marks."""
+    import torch
+
+    key = ("screen", tname)
+    if key not in shared:
+        if "a" not in shared:
+            shared["a"] = run(problem, _absolute(inputs))
+        a, ref = shared["a"], scope.ref.to(torch.float64)
+        a = a.to(ref.device)
+        n = problem.accumulation_depth
+        gamma = n * u / (1 - n * u) if n * u < 1 else math.inf
+        o = scope.ours.to(torch.float64).to(ref.device)
+        live = torch.isfinite(o) & torch.isfinite(ref)
+        ok = bool(live.any()) and bool(((o - ref).abs()[live] <= gamma * a[live] * (1 + 1e-9) + u * ref.abs()[live]).all())
+        if ok and dtypes.get(problem.dtype).digits > _DIGITS[tname]:
+            ok = bool((round_to(o[live], tname) == o[live]).all())
+        shared[key] = ok
+    return shared[key]
+
+
+#: Significand bits of the narrow types a running sum may be kept in.
+_DIGITS = {"float16": 11, "bfloat16": 8}
+
+
+def _simulated(order: str, lanes: int, products: str, tname: str, shared: dict):
+    """The interval a running sum kept in ``tname`` in that order ends in (:func:`running_sums.simulate`),
+    stored in the check's type or handed back as the running sum holds it; None where the type is screened
+    out (:func:`_screened`). Its midpoint is kept for the family's marks. Two convolutions of the budget: the
+    products, and the roundings as many again."""
+    def compute(run, problem, inputs, scope):
+        import torch
+
+        from . import running_sums
+
+        u = next(u for _, u, t in NARROW if t == tname)
+        if not _screened(run, problem, inputs, tname, u, shared, scope):
+            return None
+        key = (order, lanes, products, tname)
+        if key not in shared:
+            run.charge()
+            run.charge()
+            lo, hi = running_sums.simulate(problem, inputs.x, inputs.w, order, lanes, products, tname)
+            storage = dtypes.get(problem.dtype).storage
+            shared[key] = (torch.minimum(lo, round_to(lo, storage)), torch.maximum(hi, round_to(hi, storage)))
+        return shared[key]
+    compute.reads_scope = True
+    return compute
+
+
+def _any_order(kinds, tname: str, u: float, shared: dict):
+    """The family's marks (:func:`running_sums.family_evidence`) on the output, the simulated orders' answers
+    computed where they were not yet; (covers, closeness) or None."""
+    def judges(cause, judge):
+        import torch
+
+        from . import running_sums
+
+        scope = judge.scope
+        sims = []
+        ref = scope.ref.to(torch.float64)
+        ours = scope.ours.to(torch.float64).to(ref.device)
+        for k in kinds:
+            got = _simulated(*k, tname, shared)(judge.run, cause.problem, cause.inputs, scope)
+            if got is None:
+                return None  # screened out: no order of this type gives this output
+            lo, hi = (t.to(ref.device) for t in got)
+            if bool(((ours >= lo) & (ours <= hi)).all()):
+                return None  # a simulated order gives it: the order is determined, and that cause says it
+            sims.append((lo + hi) / 2)
+        why = running_sums.family_evidence(cause.problem, scope.ours, ref, shared["a"].to(ref.device),
+                                           [s.to(ref.device) for s in sims], tname, u,
+                                           dtypes.get(cause.problem.dtype).storage, judge.allowed(cause, ref))
+        if why is None:
+            return None
+        cause.detail["evidence"] = why
+        if dtypes.get(cause.problem.dtype).digits <= _DIGITS[tname]:
+            cause.detail["thin"] = ("the evidence is the error's size alone (the output is in the narrow type "
+                                    "anyway): another error of that size fits it as well")
+        return "every output", float((ours - ref).abs().sum()) / max(float(ref.abs().sum()), 1e-300)
+    return judges
+
+
 def _orientation(problem, inputs, ours, ref):
     if any(k > 1 for k in problem.kernel):
         yield Cause("orientation", "the kernel flipped (true convolution against cross-correlation)",
@@ -623,4 +732,4 @@ def _rounded_first(roles, rnd):
 #: narrow running sums (two convolutions per block), then the fast algorithms (their bounds' own
 #: magnitudes; tested only where no arithmetic explains every output), so that a budget cuts the dearest.
 _FAMILY_MAKERS = (_rounding, _output, _autocast, _products, _orientation, _padding, _geometry, _layout, _groups,
-                  _dropped, _bias, _activation, _accumulation, _algorithm, _pairs)
+                  _dropped, _bias, _activation, _accumulation, _running_sums, _algorithm, _pairs)

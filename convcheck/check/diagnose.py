@@ -62,6 +62,9 @@ class Explanation:
     covers: str              # "every output", "all but 12 of the 120 outputs that read padding"
     closeness: float         # sum |ours - its answer| / sum |its answer|, over the outputs it explains
     detail: dict = field(default_factory=dict)
+    #: named by marks of the output, not by an answer of its own (a narrow running sum in an order no
+    #: simulation has): never alike with a cause that has one
+    by_marks: bool = False
 
     def as_dict(self) -> dict:
         return {"family": self.family, "cause": self.what, "covers": self.covers, "advice": self.advice,
@@ -78,10 +81,13 @@ class Diagnosis:
     convolutions: int        # the convolutions it ran
     computed_by: str         # what computed each cause's answer
     searched_on: str         # "image 3 of 8, confirmed on all" / "every output"
+    #: why these inputs cannot single out a cause ('' where they can): :func:`thin_evidence`
+    thin: str = ""
 
     @property
     def cause(self) -> Explanation | None:
-        return self.explanations[0] if self.explanations else None
+        """The cause the evidence singles out, or None (none explains it, or the evidence is thin)."""
+        return self.explanations[0] if self.explanations and not self.thin else None
 
     @property
     def alike(self) -> list[Explanation]:
@@ -91,7 +97,8 @@ class Diagnosis:
             return []
         first = self.explanations[0]
         return [e for e in self.explanations
-                if e.covers == first.covers and abs(e.closeness - first.closeness) <= 1e-9 * max(first.closeness, 1e-300)]
+                if e.covers == first.covers and e.by_marks == first.by_marks
+                and abs(e.closeness - first.closeness) <= 1e-9 * max(first.closeness, 1e-300)]
 
     @property
     def complete(self) -> bool:
@@ -104,6 +111,7 @@ class Diagnosis:
     def as_dict(self) -> dict:
         return {"cause": self.cause.what if self.cause else None,
                 "family": self.cause.family if self.cause else None,
+                **({"thin": self.thin} if self.thin else {}),
                 "alike": [e.what for e in self.alike[1:]],
                 "explanations": [e.as_dict() for e in self.explanations],
                 "tested": self.tested, "candidates": self.candidates, "seconds": round(self.seconds, 3),
@@ -116,6 +124,10 @@ def line_of(d: dict) -> str:
     it explains, those alike with it, and what to look at; or that no known arithmetic explains it."""
     if d.get("error"):
         return f"not diagnosed ({d['error']})"
+    if d.get("thin"):
+        fits = "; ".join(e["cause"] for e in d.get("explanations", []))
+        return (f"the inputs cannot tell the causes apart ({d['thin']}): what fits: {fits + '; ' if fits else ''}"
+                f"{OUTSIDE_THE_CATALOGUE}")
     if not d.get("explanations"):
         tested, offered = d.get("tested", 0), d.get("candidates", 0)
         searched = (f"{tested} known causes tested" if tested == offered
@@ -123,16 +135,41 @@ def line_of(d: dict) -> str:
         return f"no known arithmetic explains it ({searched})"
     c = d["explanations"][0]
     others = "".join(f"; or, alike on these inputs, {what}" for what in d.get("alike", []))
-    return f"{c['cause']} ({c['covers']}){others}: {c['advice']}"
+    marks = "".join(f"; {c['detail'][k]}" for k in ("evidence", "thin") if c.get("detail", {}).get(k))
+    return f"{c['cause']} ({c['covers']}{marks}){others}: {c['advice']}"
 
 
 def cause_of(record: dict) -> str:
     """What a failed record's diagnosis names, as a sweep counts and a hunt groups failures: the first
-    cause, "no known arithmetic explains it", or "not diagnosed"."""
+    cause, "no known arithmetic explains it", that the inputs cannot tell the causes apart, or "not diagnosed"."""
     d = record.get("diagnosis")
     if not d or d.get("error"):
         return "not diagnosed"
+    if d.get("thin"):
+        return "the inputs cannot tell the causes apart"
     return d.get("cause") or "no known arithmetic explains it"
+
+
+#: Bugs no catalogue lists that give what a thin piece of evidence shows as well.
+OUTSIDE_THE_CATALOGUE = ("or a bug outside the catalogue that gives the same: an output never written, an operand "
+                         "never read, a padding or offset shift; check a larger problem, or inputs less uniform")
+
+
+def thin_evidence(ours, explanations: list) -> str:
+    """Why the output cannot single out a cause, or '': every output the same value (all zero, say: an output
+    never written, an operand never read, a padding shift and many catalogue causes give that alike), or
+    causes of different families explaining every output alike (a problem so small that they coincide)."""
+    import torch
+
+    o = torch.as_tensor(ours)
+    finite = o[torch.isfinite(o)]
+    if o.numel() and finite.numel() == o.numel() and bool((finite == finite.reshape(-1)[0]).all()):
+        return f"every output is {float(finite.reshape(-1)[0]):g}"
+    whole = [e for e in explanations if _everywhere(e.covers) and not e.by_marks]
+    families = {e.family for e in whole}
+    if len(families) > 1 and len({e.closeness for e in whole}) == 1:
+        return f"{len(whole)} causes of {len(families)} families explain every output alike"
+    return ""
 
 
 def lines_of(d: dict) -> list[str]:
@@ -142,7 +179,7 @@ def lines_of(d: dict) -> list[str]:
     if d.get("error"):
         return out
     named = set(d.get("alike", []))
-    for e in d.get("explanations", [])[1:]:
+    for e in [] if d.get("thin") else d.get("explanations", [])[1:]:  # thin: the line lists them all
         if e["cause"] not in named:
             out.append(f"also explains it: {e['cause']} ({e['covers']})")
     ran = f"{d['convolutions']} convolutions, " if isinstance(d.get("convolutions"), int) else ""
@@ -248,7 +285,10 @@ class _Judge:
         if cause.algorithm is not None:
             return self.scope.ref, None
         if cause.compute is not None:
-            got = cause.compute(self.run, cause.problem, cause.inputs)
+            scoped = getattr(cause.compute, "reads_scope", False)  # a screen of the output first
+            got = cause.compute(self.run, cause.problem, cause.inputs, *((self.scope,) if scoped else ()))
+            if got is None:
+                return None, None
             if not isinstance(got, tuple):  # an answer, judged by the check's tolerance, where the answers are
                 return got.to(self.device), None
             lo, hi = got
@@ -497,6 +537,8 @@ def _test(cause, judge: _Judge, exact_only: bool = False):
 
 
 def _tested(cause, judge: _Judge, exact_only: bool):
+    if cause.judges is not None:  # its evidence is a mark of the output, not one answer
+        return None if exact_only else cause.judges(cause, judge)
     if cause.base is not None and not judge.within_reach(cause):
         return None
     ans, interval = judge.answer(cause)
@@ -610,10 +652,11 @@ def _everywhere(covers: str) -> bool:
 
 
 def _rank(found):
-    """Bit for bit first, then every output, then all but some outputs that read padding; the closer
-    answer first within each."""
+    """Bit for bit first, then every output, then all but some outputs that read padding; within each, a
+    cause with an answer before one named by marks of the output alone (a narrow running sum in an order
+    no simulation has: :attr:`Cause.judges`), the closer answer first."""
     order = {BIT_FOR_BIT: 0, "every output": 1}
-    return sorted(found, key=lambda item: (order.get(item[1][0], 2), item[1][1]))
+    return sorted(found, key=lambda item: (order.get(item[1][0], 2), item[0].judges is not None, item[1][1]))
 
 
 def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
@@ -673,16 +716,18 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
     if not found:
         found = _pass(cheap, judge, work, tested) + [v for v in [_padding_values(judge)] if v is not None]
     found = confirmed(found)
-    for family in LAST_RESORT:  # the dearest, while nothing confirmed explains every output
-        if any(_everywhere(v[0]) for _, v in found):
+    for family in LAST_RESORT:  # the dearest, while nothing confirmed explains every output by an answer of its own
+        if any(_everywhere(v[0]) and c.judges is None for c, v in found):
             break
         dear = [c for c in causes if c.family == family]
         offered += len(dear)
         found += confirmed(_pass(dear, judge, work, tested))
     tested = len(tested)
     searched = f"{part}, the best confirmed on every output{''.join(cut[:1])}" if part else "every output"
-    explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail) for c, v in _rank(found)]
-    return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, work.ran, computed_by, searched)
+    explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail, by_marks=c.judges is not None)
+                    for c, v in _rank(found)]
+    return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, work.ran, computed_by, searched,
+                     thin=thin_evidence(ours, explanations))
 
 
 def _numpy(inputs):

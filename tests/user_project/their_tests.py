@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from convcheck import assert_conv_close
 from convcheck.api.strategies import conv_inputs, conv_problems, torch_arguments
 
-from their_conv import conv2d, conv2d_no_groups, conv2d_tf32
+from their_conv import conv2d, conv2d_fp16_sum, conv2d_half_kernel, conv2d_no_groups, conv2d_tf32
 
 LAYERS = ['mb2ic64ih14oc64oh14kh3ph1n"deep 3x3"', 'g4mb2ic16ih12oc16oh12kh3ph1n"groups 4"',
           {"input": (2, 32, 9, 9), "weight": (16, 32, 1, 1), "stride": 2, "name": "strided 1x1"}]
@@ -21,6 +21,16 @@ def test_conv2d(conv_check):
 @pytest.mark.convcheck(LAYERS[1:2])
 def test_conv2d_tf32(conv_check):
     conv_check(conv2d_tf32)
+
+
+@pytest.mark.convcheck(LAYERS[:1])
+def test_conv2d_fp16_sum(conv_check):
+    conv_check(conv2d_fp16_sum)
+
+
+@pytest.mark.convcheck(LAYERS[:1], dtypes=("fp16",))
+def test_conv2d_half_kernel(conv_check):
+    conv_check(conv2d_half_kernel)
 
 
 @pytest.mark.convcheck(LAYERS)
