@@ -428,8 +428,11 @@ def write_junit(records: list[dict], path) -> Path:
         element = status.junit if status is not None else "error"
         if element == "failure" and not status.answered:
             ET.SubElement(case, "failure", message=shown(f"{status}: {rec.get('message')}")).text = json.dumps(rec.get("crash") or {})
-        elif element == "failure":
-            ET.SubElement(case, "failure", message=shown(f"{status}: {rec.get('message') or detail}")).text = detail
+        elif element == "failure":  # the message, else what the diagnosis says, else the figures
+            from ..check.diagnose import line_of
+
+            said = rec.get("message") or (line_of(rec["diagnosis"]) if isinstance(rec.get("diagnosis"), dict) else "")
+            ET.SubElement(case, "failure", message=shown(f"{status}: {said or detail}")).text = detail
         elif element is not None:
             ET.SubElement(case, element, message=shown(rec.get("message") or str(rec.get("status"))))
         if element is not None:

@@ -680,7 +680,7 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
     judge = _Judge(result, scope, device, data, run)
     tested: set = set()
     causes = [c for c in catalogue.candidates(scope.problem, scope.inputs, scope.ours, scope.ref)
-              if c.algorithm is None or not result.algorithm]  # a declared fast algorithm judged by its bound already
+              if c.algorithm is None or c.algorithm.text != result.algorithm]  # the declared one judged by its bound already
     part = ", ".join(([f"image {image} of {problem.mb}"] if image is not None else [])
                      + ([f"{'output' if problem.direction != 'dgrad' else 'input'} channels {channels.start}-"
                          f"{channels.stop - 1} of {tuple(ours.shape)[0 if problem.direction == 'wgrad' else 1]}"]

@@ -278,6 +278,19 @@ def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs
                        "choose another bound or bug", option="plant")
 
 
+def declare_hint(result: CheckResult, asked) -> str:
+    """Where a failed check's diagnosis names a fast algorithm, the message says which one to declare (or to
+    declare instead of the one declared): what a sweep's record, a JUnit entry and a pytest item keep. ''
+    otherwise."""
+    cause = result.diagnosis.cause if result.diagnosis is not None else None
+    if cause is None or cause.family != "algorithm":
+        return ""
+    algorithm = cause.detail.get("algorithm", "")
+    instead = f" instead of {asked.declared.text}" if asked.declared else ""
+    return (f"the answer fits {algorithm} within that algorithm's own bound: declare it{instead} "
+            f"(--algorithm {algorithm}, algorithm='{algorithm}')")
+
+
 def _small_everywhere(result: CheckResult) -> str:
     """Where your function fails the exact check at most outputs by a tiny relative amount (what reordered
     or transformed arithmetic gives, not a wrong window), the message says how to declare a fast
@@ -428,6 +441,7 @@ def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, cl
         _diagnose(result, ours, ref, inputs, spec.diagnose)
         if hint and result.diagnosis is not None and result.message == hint:
             result.message = ""  # the guess "a fast algorithm?" gives way to the causes tested
+        result.message = declare_hint(result, asked) or result.message
     if spec.plant is not None and result.status != "failed":
         # a plant the check did not catch: a miss, unless the bug cannot change these inputs' answer
         _refuse_invisible_plant(spec.plant, problem, inputs, asked.name)
