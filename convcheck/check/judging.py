@@ -22,7 +22,7 @@ from . import backends
 from .implementation import Implementation, named
 from ..numerics.bound import DEFAULT_LEVEL, DEFAULT_P_FALSE, EXACT, INEXACT_ALGORITHMS, bound_between, resolve
 from ..base.errors import BadInput
-from ..numerics.fast_bound import Algorithm, parse_algorithm
+from ..numerics.fast_bound import Algorithm, applies, parse_algorithm, parse_algorithms
 from ..problem.descriptor import ConvProblem
 
 #: Numerical notes of cuDNN plans that down-convert fp32 inputs: to TF32 on Ampere and newer (compute
@@ -55,18 +55,33 @@ def make_bound(name: str, problem, implementations: tuple, p_false: float = DEFA
                          p_false, reduced_accumulation, data, level, down_converts)
 
 
-def asked(algorithm: str | None, plant: str | None = None) -> Algorithm | None:
-    """The fast algorithm a check asks to be judged by: a fast-algorithm plant's own, else
-    ``algorithm`` (what a record of it names, checked or not; :func:`declared` says whether it may be)."""
+def asked(algorithm: str | None, plant: str | None = None, problem=None) -> Algorithm | None:
+    """The fast algorithm a check asks to be judged by: a fast-algorithm plant's own, else ``algorithm``'s
+    (what a record of it names, checked or not; :func:`declared` says whether it may be). Of a set of them
+    (``direct,winograd:4``), the first fast one that applies to ``problem``; None (a direct sum) where only
+    direct does; the first fast one where none applies (it is refused then, naming why)."""
     from .winograd_plants import BUGS as FAST_PLANTS, algorithm as planted_algorithm
 
     if plant in FAST_PLANTS:
         return parse_algorithm(planted_algorithm(plant))
-    return parse_algorithm(algorithm) if algorithm not in (None, "direct") else None
+    choices = parse_algorithms(algorithm)
+    fast = [a for a in choices if a is not None]
+    if problem is None or len(choices) == 1:
+        return fast[0] if fast else None
+    return next((a for a in fast if applies(a, problem)), None if None in choices else fast[0])
+
+
+def alternatives(algorithm: str | None, problem, chosen: Algorithm | None) -> tuple:
+    """The other algorithms of a declared set that apply to ``problem`` (None: a direct sum), in the order
+    given: what a check that fails by ``chosen``'s bound is judged by in turn."""
+    choices = parse_algorithms(algorithm)
+    if len(choices) == 1:
+        return ()
+    return tuple(a for a in choices if a != chosen and applies(a, problem))
 
 
 def declared(algorithm: str | None, backend, plant: str | None = None, bound: str | None = None,
-             reference=None):
+             reference=None, problem=None):
     """The fast algorithm the implementation under test computes by (None: a direct sum), where one may
     be declared: by your function (``backend`` FILE.py:NAME; torch and cuDNN say how they compute
     themselves), with the default bound, against a float64 ``reference`` (None: the default one); a
@@ -75,19 +90,21 @@ def declared(algorithm: str | None, backend, plant: str | None = None, bound: st
     the check's :class:`~convcheck.check.implementation.Implementation` objects."""
     from .winograd_plants import BUGS as FAST_PLANTS
 
-    chosen = asked(algorithm, plant)
-    if chosen is None:
-        return None
-    if reference not in (None, "auto") and not _float64(reference):
-        raise BadInput(f"{chosen.text} is judged against a float64 reference (numpy or torch64), not {_name(reference)}",
-                       option="reference")
+    chosen = asked(algorithm, plant, problem)
     if plant in FAST_PLANTS:  # the planted implementation is a fast one, and says so
         return chosen
+    fast = [a for a in parse_algorithms(algorithm) if a is not None]
+    if not fast:
+        return None  # a direct sum, said or not
+    named = " and ".join(a.text for a in fast)
+    if reference not in (None, "auto") and not _float64(reference):
+        raise BadInput(f"{named} is judged against a float64 reference (numpy or torch64), not {_name(reference)}",
+                       option="reference")
     if not declares(backend):  # your function, or your answer
         raise BadInput(f"declares how your function computes; the {_name(backend)} backend is judged "
                        "by what it says of itself", option="algorithm")
     if bound not in (None, "auto"):
-        raise BadInput(f"{chosen.text} is judged by its own bound; leave --bound at auto "
+        raise BadInput(f"{named} is judged by its own bound; leave --bound at auto "
                        f"(got {bound})", option="algorithm")
     return chosen
 
@@ -120,6 +137,8 @@ class Judging(NamedTuple):
     explicit: bool              # the bound was asked for by name (a cuDNN plan's notes do not change it then)
     fast: Any = None            # the declared fast algorithm's bound: declared, it is known before the run, and a
     #                             problem the algorithm cannot compute is refused before anything runs
+    others: tuple = ()          # the other algorithms of a declared set that apply (None: direct), tried in turn
+    one_of: bool = False        # a set of algorithms was declared: the record says which one the answer fits
 
 
 def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
@@ -131,7 +150,8 @@ def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
     from .memory import require_room
     from ..numerics.fast_bound import bound_for as fast_bound_for
 
-    fast = declared(spec.algorithm, plan.under_test, spec.plant, spec.bound, plan.reference_impl)
+    fast = declared(spec.algorithm, plan.under_test, spec.plant, spec.bound, plan.reference_impl, spec.problem)
+    others = alternatives(spec.algorithm, spec.problem, fast) if spec.plant is None else ()
     operand_slice = None
     if room:
         _, operand_slice = require_room(spec.problem, {plan.backend_device, plan.reference_device}, spec.max_memory,
@@ -140,7 +160,19 @@ def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
     level = spec.effective_level(data)
     return Judging(name, fast, spec.effective_contract(plan.under_test), level, operand_slice, data,
                    explicit=spec.bound not in (None, "auto"),
-                   fast=fast_bound_for(fast, spec.problem, data, level=level, operand_slice=operand_slice) if fast else None)
+                   fast=fast_bound_for(fast, spec.problem, data, level=level, operand_slice=operand_slice) if fast else None,
+                   others=others, one_of=spec.plant is None and len(parse_algorithms(spec.algorithm)) > 1)
+
+
+def alternative_bound(asked: Judging, algorithm, problem, plan):
+    """The bound of one other algorithm of a declared set (None: a direct sum, by the elementwise bound: the
+    fill is the first algorithm's), for the check :func:`for_check` described."""
+    from ..numerics.fast_bound import bound_for as fast_bound_for
+
+    if algorithm is not None:
+        return fast_bound_for(algorithm, problem, asked.data, level=asked.level)
+    return make_bound("elementwise", problem, (plan.under_test, plan.reference_impl), data=asked.data,
+                      level=asked.level, contract=asked.contract)
 
 
 class Bound(NamedTuple):

@@ -18,6 +18,7 @@ from ..numerics.bound import DEFAULT_BOUND, MISTRUST_ZERO_FRACTION, resolve as r
 from .implementation import Backend
 from .judging import after_run, for_check
 from .compare import Comparison, compare_at_levels
+from ..numerics.fast_bound import parse_algorithms
 from ..base.arrays import to_torch
 from ..base.errors import BadInput, ConvCheckError, Unsupported
 from ..base.status import Status
@@ -124,6 +125,7 @@ class CheckResult:
     plan_of_all: bool = False
     judged_as: str = ""
     algorithm: str | None = None  # what your function declared it computes by (convcheck.numerics.fast_bound), None: direct
+    algorithm_fit: str | None = None  # of a declared set of algorithms, the one whose bound the answer fits
     contract: str | None = None  # what your function may have computed in fp16/bf16 (convcheck.numerics.rounding), as asked
     level: str | None = None  # how given data was judged: probable or rigorous (convcheck.numerics.probable); None: own fill
     #: the cuDNN plan asked for (--engine), by the name of the plan that ran: an index picks another plan
@@ -210,6 +212,8 @@ class CheckResult:
             rec["diagnosis"] = self.diagnosis.as_dict()
         elif self.diagnosis_error:
             rec["diagnosis"] = {"cause": None, "error": self.diagnosis_error}
+        if self.algorithm_fit:  # of a declared set of algorithms, the one the answer fits
+            rec["algorithm_fit"] = self.algorithm_fit
         if self.judged_as:  # a cuDNN plan judged by its own bound (its notes): repro applies that bound
             rec["judged_as"] = self.judged_as
         if self.plan_of_all:  # the plan is part of the record's key (diff matches plans across cuDNN versions)
@@ -276,6 +280,35 @@ def _refuse_invisible_plant(plant: str, problem: ConvProblem, inputs: ConvInputs
         raise BadInput(f"the planted bug {plant} does not change the answer under the {bound_name} bound "
                        f"({inputs.kind} fill: {'inputs already on its grid' if inputs.kind == 'exact' else 'no effect'}); "
                        "choose another bound or bug", option="plant")
+
+
+def _fit_one_of(result: CheckResult, asked, ours, ref, inputs: ConvInputs, where: str, redzone) -> None:
+    """A check of a declared set of algorithms (``direct,winograd:4``), on the fill of its first fast algorithm
+    that applies (:func:`convcheck.check.judging.asked`), judged by each algorithm that applies in the order
+    declared: it passes by the first whose bound its answer fits, and the record says which
+    (``algorithm_fit``), as a cuDNN plan's notes say how it computed. A fast algorithm's bound is wider than a
+    direct sum's: declared first, direct is named wherever the answer is within a direct sum's bound, whatever
+    computed it. Where none fits, the first fast algorithm's verdict stands."""
+    from .judging import alternative_bound
+
+    first = asked.declared
+    kept = (result.comparison, result.judging, result.status, result.message)
+    order = [a for a in parse_algorithms(result.algorithm) if a == first or a in asked.others]
+    for other in order:
+        if other == first:
+            result.comparison, result.judging, result.status, result.message = kept
+            if result.status == "passed":
+                result.algorithm_fit = first.text if first is not None else "direct"
+                return
+            if result.status != "failed":
+                return  # not judged (a redzone, a shape): no other bound changes that
+            continue
+        bnd = alternative_bound(asked, other, result.problem, result.plan)
+        judge(result, ours, ref, bnd, bnd.magnitudes(result.problem, inputs, where, reference=ref), where, redzone, inputs)
+        if result.status == "passed":
+            result.algorithm_fit = other.text if other is not None else "direct"
+            return
+    result.comparison, result.judging, result.status, result.message = kept
 
 
 def declare_hint(result: CheckResult, asked) -> str:
@@ -370,7 +403,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     asked = for_check(spec, plan, data, room=answer is None)  # before any allocation
     result = CheckResult(status="error", problem=spec.problem, plan=plan, seed=spec.seed, spec=spec, bound=asked.name,
-                         algorithm=asked.declared.text if asked.declared else None, contract=asked.contract, level=asked.level)
+                         algorithm=spec.declared_text, contract=asked.contract, level=asked.level)
     start = time.perf_counter()
     try:
         with device_scope(plan):
@@ -429,6 +462,8 @@ def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, cl
             magnitudes[chosen.kind] = mags
     judge(result, ours, ref, chosen.bound, mags, where, said.get("redzone") or (), inputs)
     result.judged_as = chosen.judged_as
+    if asked.one_of:  # a set of algorithms declared: which one the answer fits
+        _fit_one_of(result, asked, ours, ref, inputs, where, said.get("redzone") or ())
     hint = _small_everywhere(result) if asked.name == "exact" and plan.under_test.user_function and not spec.plant else ""
     result.message = hint or result.message or chosen.why
     clock.mark("compare")

@@ -70,7 +70,20 @@ class CheckSpec:
         or None for a direct sum: what a record names, whether or not it may be declared."""
         from .judging import asked
 
-        return asked(self.algorithm, self.plant)
+        return asked(self.algorithm, self.plant, self.problem)
+
+    @property
+    def declared_text(self) -> str | None:
+        """The declaration a record names: a set of algorithms as declared (``direct,winograd:4``), else the
+        one fast algorithm it asks to be judged by (:attr:`declared`), else None."""
+        from ..numerics.fast_bound import parse_algorithms
+
+        if self.algorithm is not None and self.plant is None:
+            choices = parse_algorithms(self.algorithm)
+            if len(choices) > 1:
+                return ",".join(a.text if a is not None else "direct" for a in choices)
+        fast = self.declared
+        return fast.text if fast is not None else None
 
     def check_call(self, backend: str | None = None, direction: str | None = None) -> None:
         """Refuse, before any check, what cannot be called as asked (BadInput): a precision setting for an
@@ -154,7 +167,7 @@ class CheckSpec:
             "reference": self.reference, "planted_bug": self.plant,
         }
         where_set = {"engines": "all" if self.all_engines else None, "engine_pinned": self.engine,
-                     "algorithm": fast.text if fast is not None else None, "convention": self.convention,
+                     "algorithm": self.declared_text, "convention": self.convention,
                      "precision": self.precision, "contract": self.effective_contract(),
                      "level": self.effective_level(data), "environment": self.code_path()}
         out.update((field, where_set[field]) for field in KEY_WHERE_SET if where_set.get(field) is not None)

@@ -79,11 +79,12 @@ def dtype(text: str) -> str:
 
 
 def algorithm(text: str) -> str:
-    """--algorithm, checked before anything runs (convcheck.numerics.fast_bound.parse_algorithm)."""
-    from ..numerics.fast_bound import parse_algorithm
+    """--algorithm, one or a set (``direct,winograd:4``), checked before anything runs
+    (convcheck.numerics.fast_bound.parse_algorithms)."""
+    from ..numerics.fast_bound import parse_algorithms
 
     try:
-        parse_algorithm(text)
+        parse_algorithms(text)
     except BadInput as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return text

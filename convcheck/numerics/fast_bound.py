@@ -26,6 +26,8 @@ is the same in every tile, so it is computed exactly and added whole
 
 from __future__ import annotations
 
+import functools
+
 import math
 from typing import NamedTuple
 from dataclasses import dataclass, field
@@ -121,6 +123,51 @@ class Algorithm:
             return tuple(found)
         except ValueError as e:
             raise BadInput(f"{self.text}: {e}", option="algorithm") from None
+
+
+#: What starts a declared algorithm in a list of them (``direct,winograd:4``); any other comma-separated part
+#: continues the one before it (a Winograd algorithm's own points: ``winograd:4:0,1,-1,2,-2``).
+_STARTS = ("direct", "winograd", "fft")
+
+
+def parse_algorithms(text: str | None) -> tuple:
+    """A set of declared algorithms, ``direct,winograd:4`` (each as :func:`parse_algorithm` reads it: None for
+    direct), in the order given, without repeats; one algorithm is a set of one. Your function may compute each
+    layer by any of them (runtimes pick theirs layer by layer)."""
+    from ..base.errors import BadInput
+
+    if text is None:
+        return (None,)
+    items: list[str] = []
+    for part in str(text).split(","):
+        if items and items[-1] and part.strip() and not part.strip().startswith(_STARTS):
+            items[-1] += "," + part
+        else:
+            items.append(part.strip())
+    out = []
+    for item in items:
+        if not item:
+            raise BadInput(f"algorithm {text!r}: an empty entry; expected algorithms separated by commas "
+                           "(e.g. direct,winograd:4)", option="algorithm")
+        chosen = parse_algorithm(item)
+        if chosen not in out:
+            out.append(chosen)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def applies(algorithm: Algorithm | None, problem) -> bool:
+    """Whether ``algorithm`` (None: a direct sum) can compute ``problem`` and be judged by its bound (asked
+    once per algorithm and problem: a sweep of a set of algorithms asks it of every layer)."""
+    from ..base.errors import BadInput
+
+    if algorithm is None:
+        return True
+    try:
+        bound_for(algorithm, problem, "random")
+    except (BadInput, ValueError):
+        return False
+    return True
 
 
 def parse_algorithm(text: str | None) -> Algorithm | None:

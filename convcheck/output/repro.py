@@ -236,8 +236,9 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
         raise BadInput(f"record {record_label(rec)} called your function as {rec['convention']} (--convention): a "
                        "standalone script calls it torch's way only; 'convcheck rerun' calls it as the check did")
     problem = problem_from_record(rec)
-    if rec.get("algorithm") and not fast_file:
-        raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {rec['algorithm']}: its "
+    fast = declared_fast(rec, problem)
+    if fast is not None and not fast_file:
+        raise BadInput(f"record {record_label(rec)} is judged by the fast-algorithm bound of {fast.text}: its "
                        "script reads that allowance from a file written beside it; give --out FILE", option="output")
     info = rec.get("backend_info") or {}
     attr = name.rpartition(":")[2]
@@ -248,7 +249,7 @@ def function_script(rec: dict, file_name: str = "repro.py", where: str = "", fas
     function = f"{path}:{attr}" if path else name
     device = rec.get("backend_device") or info.get("device") or "cpu"
     dev = "cuda" if str(device).startswith("cuda") else "cpu"
-    if rec.get("algorithm"):
+    if fast is not None:
         bnd = _fast_bound(rec, problem)
         bound_name, fill, terms, variance, text = bnd.name, "random", bnd.terms(), False, bnd.derivation()
     else:
@@ -281,20 +282,38 @@ def refuse_planted(rec: dict) -> None:
                        "reproduce it: 'convcheck rerun' does")
 
 
+def declared_fast(rec: dict, problem: ConvProblem):
+    """The fast algorithm a record of your function is judged by (None: a direct sum): of a declared set
+    (``direct,winograd:4``), the one the answer fit, else the one whose verdict stands (the first that applies:
+    convcheck.check.judging.asked)."""
+    from ..check.judging import asked
+    from ..numerics.fast_bound import parse_algorithm
+
+    if not rec.get("algorithm"):
+        return None
+    if rec.get("algorithm_fit"):
+        return parse_algorithm(rec["algorithm_fit"])
+    return asked(rec["algorithm"], None, problem)
+
+
 def judged_by_fast_bound(rec: dict) -> bool:
     """Whether a fast algorithm's bound judged ``rec``: one your function declared, or a cuDNN plan's
     (its numerical notes name Winograd or FFT: convcheck.check.pipeline.bound_for_plan)."""
-    return bool(rec.get("algorithm")) or ((rec.get("comparison") or {}).get("bound") in ("winograd", "fft"))
+    if rec.get("algorithm"):
+        from ..problem.descriptor import problem_from_record
+
+        return declared_fast(rec, problem_from_record(rec)) is not None
+    return (rec.get("comparison") or {}).get("bound") in ("winograd", "fft")
 
 
 def _fast_bound(rec: dict, problem: ConvProblem):
     """The fast-algorithm bound that judged ``rec``, on convcheck's random fill: what your function
     declared, or what a cuDNN plan's numerical notes say (the same reading as the check's)."""
-    from ..numerics.fast_bound import bound_for, from_engine_notes, parse_algorithm
+    from ..numerics.fast_bound import bound_for, from_engine_notes
     from ..campaign.records import record_label
 
     if rec.get("algorithm"):
-        algorithm = parse_algorithm(rec["algorithm"])
+        algorithm = declared_fast(rec, problem)
     else:
         algorithm, _ = from_engine_notes((rec.get("backend_info") or {}).get("numerical_notes") or (), problem)
         if algorithm is None:
