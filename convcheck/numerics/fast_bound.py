@@ -52,7 +52,8 @@ ALGORITHM_HELP = ("how your function computes: direct (the default: a direct sum
                   "published transforms for M), winograd:M:lavin or :onednn (one published point set), "
                   "winograd:M:0,1,-1,2,-2 (your points; infinity is the last), any of these with @fp16 or "
                   "@bf16 (the transformed tiles and their channel sums stored in that type), fft (an FFT "
-                  "convolution in fp32/complex64)")
+                  "convolution in fp32/complex64); or a set of them, direct,winograd:4 (each layer judged by those "
+                  "that apply, in that order; the record says which one its answer fits)")
 #: The types a Winograd implementation's transformed tiles may be declared stored in (``@TYPE``).
 STORED_TYPES = ("fp16", "bf16")
 
