@@ -94,11 +94,21 @@ def test_the_classic_accumulator_bug_is_named_with_its_order_in_a_cli_check_and_
         assert_conv_close(theirs.conv2d_fp16_sum(x, w, padding=1), x, w, padding=1)
 
 
-def test_an_fp16_kernel_that_keeps_its_running_sum_in_fp16_is_named_in_a_cli_check():
+def test_an_fp16_kernel_that_keeps_its_running_sum_in_fp16_is_named_in_a_cli_check_and_an_assert():
+    said = ("the running sum kept in fp16 after every term, summed kernel position by kernel position (channels "
+            "inner, as NHWC kernels); each product rounded to fp16 first")
     done = run_cli("check", "mb2ic16ih10oc8oh10kh3ph1", "--dtype", "fp16", "--backend", f"{THEIRS}:conv2d_half_kernel")
     assert done.returncode == 1, done.stderr
-    assert ("the running sum kept in fp16 after every term, summed kernel position by kernel position (channels "
-            "inner, as NHWC kernels); each product rounded to fp16 first") in done.stdout
+    assert said in done.stdout
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("their_conv", THEIRS)
+    theirs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(theirs)
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 16, 10, 10, generator=g).half(), torch.randn(8, 16, 3, 3, generator=g).half()
+    with pytest.raises(AssertionError, match="the running sum kept in fp16 after every term"):
+        assert_conv_close(theirs.conv2d_half_kernel(x, w, padding=1), x, w, padding=1)
 
 
 @pytest.mark.parametrize("name", ["lib_fp16_sum_reversed", "lib_fp16_sum_16_term_tiles", "lib_fp16_sum_pairwise"])

@@ -731,7 +731,8 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
                          f"{channels.stop - 1} of {tuple(ours.shape)[0 if problem.direction == 'wgrad' else 1]}"]
                         if channels is not None else []))
     full = _Judge(result, _Scope(problem, host, ours, ref), device, data, run) if part else judge
-    cut = []
+    cut, simulated_on_part = [], []
+    whole_outputs, part_outputs = int(np.prod(tuple(ours.shape))), int(np.prod(tuple(scope.ours.shape)))
 
     def confirmed(found: list) -> list:
         """The best of what the search found on its part of the output, confirmed on every output
@@ -741,10 +742,14 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
         left, work.left = work.left, budget
         out = []
         try:
-            for cause, _ in _rank(found)[:CONFIRMED]:
+            for cause, searched in _rank(found)[:CONFIRMED]:
                 if cause.family == "padding values":
                     again = _padding_values(full)
                     out += [again] if again is not None else []
+                    continue
+                if _simulated(cause) and whole_outputs > SIMULATED_ON_THE_PART * part_outputs:
+                    out.append((cause, searched))  # its simulation on every output: a loop over every term of each
+                    simulated_on_part.append(cause.what)
                     continue
                 for whole in _whole(cause, problem, host, full):
                     verdict = _test(whole, full)
@@ -769,10 +774,24 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
         found += confirmed(_pass(dear, judge, work, tested))
     tested = len(tested)
     searched = f"{part}, the best confirmed on every output{''.join(cut[:1])}" if part else "every output"
+    if simulated_on_part:
+        searched += (f" (a running sum's order on this part alone: its simulation on all {whole_outputs} outputs "
+                     f"costs {whole_outputs // max(part_outputs, 1)} times as much)")
     explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail, by_marks=c.judges is not None)
                     for c, v in _rank(found)]
     return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, work.ran, computed_by, searched,
                      thin=thin_evidence(ours, explanations))
+
+
+#: A running sum's order (a simulation over every term: :mod:`convcheck.check.running_sums`) found on the searched
+#: part is confirmed on every output only where that is at most this many times the part: a batch of a large
+#: layer would cost minutes of Python loops, and the part's answer already holds at every output searched.
+SIMULATED_ON_THE_PART = 8
+
+
+def _simulated(cause) -> bool:
+    """Whether a cause's answer is a simulation over every term of the sum (a running sum's order, its marks)."""
+    return cause.judges is not None or bool(getattr(cause.compute, "reads_scope", False))
 
 
 def _numpy(inputs):
