@@ -25,11 +25,15 @@ def conv2d_no_groups(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1)
     return conv2d(x, w, bias, stride, padding, dilation, groups)
 
 
-def _padded(x, padding):
+def _unrolled(x, w, padding):
+    """(padded input, weights, batch, channels, output channels, kernel rows, columns, output rows, columns)."""
     import numpy as np
 
+    xn, wn = x.numpy(), w.numpy()
     p = padding if isinstance(padding, int) else padding[0]
-    return np.pad(x, ((0, 0), (0, 0), (p, p), (p, p))), p
+    xp = np.pad(xn, ((0, 0), (0, 0), (p, p), (p, p)))
+    k, _, r, s = wn.shape
+    return xp, wn, xn.shape[0], xn.shape[1], k, r, s, xp.shape[2] - r + 1, xp.shape[3] - s + 1
 
 
 def conv2d_fp16_sum(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -37,11 +41,7 @@ def conv2d_fp16_sum(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     rounds it (the classic accumulator bug). Stride 1, no groups or dilation: the layers it is tested on."""
     import numpy as np
 
-    xn, wn = x.numpy(), w.numpy()
-    xp, _ = _padded(xn, padding)
-    n, c = xn.shape[:2]
-    k, _, r, s = wn.shape
-    oh, ow = xp.shape[2] - r + 1, xp.shape[3] - s + 1
+    xp, wn, n, c, k, r, s, oh, ow = _unrolled(x, w, padding)
     acc = np.zeros((n, k, oh, ow), np.float16)
     for ci in range(c):
         for i in range(r):
@@ -55,11 +55,7 @@ def conv2d_half_kernel(x, w, bias=None, stride=1, padding=0, dilation=1, groups=
     position by kernel position with the channels inner (as NHWC kernels loop)."""
     import numpy as np
 
-    xn, wn = x.numpy(), w.numpy()
-    xp, _ = _padded(xn, padding)
-    n, c = xn.shape[:2]
-    k, _, r, s = wn.shape
-    oh, ow = xp.shape[2] - r + 1, xp.shape[3] - s + 1
+    xp, wn, n, c, k, r, s, oh, ow = _unrolled(x, w, padding)
     acc = np.zeros((n, k, oh, ow), np.float16)
     for i in range(r):
         for j in range(s):
