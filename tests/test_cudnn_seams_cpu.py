@@ -355,10 +355,14 @@ def test_in_a_check_of_every_plan_a_workspace_that_does_not_fit_refuses_that_pla
     from convcheck.check import memory
     from convcheck.check.engines import check_engines
 
-    _every_plan(cudnn, monkeypatch, [None, None, None], workspaces=[0, 2 ** 33, 1024])
+    prep = _every_plan(cudnn, monkeypatch, [None, None, None], workspaces=[4096, 2 ** 33, 1024])
     monkeypatch.setattr(memory, "available_gpu", lambda allocator=None: 2 ** 30)  # an 8 GiB FFT workspace on a 1 GiB GPU
+    released = []
+    monkeypatch.setattr(memory, "release_gpu", lambda keep=None, caches=True: released.append((keep, caches)))
     results, _ = check_engines(parse_descriptor(PROBLEM), repeat=1, timing_runs=1, warmup=0)
     assert [r.status for r in results] == ["passed", "refused", "passed"]
+    assert (prep, False) in released  # the refused plan's way out: freed blocks handed back before the next plan
+    assert prep.workspace is not None and prep.workspace.nbytes == 1024  # the next plan's own, not plan 0's 4 KiB
     assert "plan eng1's workspace needs 8.0 GiB more, 1.0 GiB is free" in results[1].message
     p = parse_descriptor(PROBLEM)
     options = SweepOptions(backend="cudnn", reference="torch64", device="cuda", bound="elementwise", all_engines=True)

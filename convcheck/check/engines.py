@@ -107,6 +107,8 @@ def check_engines(problem: ConvProblem, seed: int = 0, bound: str | None = None,
             raise
         except Exception as e:  # this plan's failure is this plan's record; the other plans keep theirs
             result.status, result.message = failure_status(e, plan, problem)
+        if result.status in ("error", "refused"):
+            cudnn_graph.release_failed_plan(prep)
         shared.update({k: v for k, v in result.stages.items() if k.startswith("magnitudes")})  # paid once, for every plan
         result.stages = {k: v for k, v in result.stages.items() if not k.startswith("magnitudes")}
         result.time_s = time.perf_counter() - plan_start

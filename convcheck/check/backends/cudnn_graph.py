@@ -724,6 +724,13 @@ def workspace_for(prep: Prepared, run: PlanRun):
     return ws
 
 
+def release_failed_plan(prep: Prepared) -> None:
+    """After a plan that failed or was refused, before the next plan of a check of every plan: its workspace and
+    both allocators' freed blocks go back to the driver, so what the failed plan held costs the next nothing."""
+    prep.workspace = None
+    memory.release_gpu(keep=prep, caches=False)
+
+
 def require_workspace(more: int, plan: str, keep: Prepared | None = None) -> None:
     """A plan's workspace counted before it is allocated, against what CuPy (which allocates it) can have:
     what the driver says is free and CuPy's pool holds freed (:func:`convcheck.check.memory.available_gpu`).
