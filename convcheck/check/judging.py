@@ -71,6 +71,17 @@ def asked(algorithm: str | None, plant: str | None = None, problem=None) -> Algo
     return next((a for a in fast if applies(a, problem)), None if None in choices else fast[0])
 
 
+def declared_text(algorithm: str | None, plant: str | None, problem) -> str | None:
+    """The declaration a record names: a set of algorithms as declared (``direct,winograd:4``), else the one fast
+    algorithm the check asks to be judged by (:func:`asked`), else None."""
+    if algorithm is not None and plant is None:
+        choices = parse_algorithms(algorithm)
+        if len(choices) > 1:
+            return ",".join(a.text if a is not None else "direct" for a in choices)
+    fast = asked(algorithm, plant, problem)
+    return fast.text if fast is not None else None
+
+
 def alternatives(algorithm: str | None, problem, chosen: Algorithm | None) -> tuple:
     """The other algorithms of a declared set that apply to ``problem`` (None: a direct sum), in the order
     given: what a check that fails by ``chosen``'s bound is judged by in turn."""
@@ -139,6 +150,7 @@ class Judging(NamedTuple):
     #                             problem the algorithm cannot compute is refused before anything runs
     others: tuple = ()          # the other algorithms of a declared set that apply (None: direct), tried in turn
     one_of: bool = False        # a set of algorithms was declared: the record says which one the answer fits
+    declared_text: str | None = None  # what a record names of the declaration (:func:`declared_text`)
 
 
 def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
@@ -161,7 +173,8 @@ def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
     return Judging(name, fast, spec.effective_contract(plan.under_test), level, operand_slice, data,
                    explicit=spec.bound not in (None, "auto"),
                    fast=fast_bound_for(fast, spec.problem, data, level=level, operand_slice=operand_slice) if fast else None,
-                   others=others, one_of=spec.plant is None and len(parse_algorithms(spec.algorithm)) > 1)
+                   others=others, one_of=spec.plant is None and len(parse_algorithms(spec.algorithm)) > 1,
+                   declared_text=declared_text(spec.algorithm, spec.plant, spec.problem))
 
 
 def alternative_bound(asked: Judging, algorithm, problem, plan):

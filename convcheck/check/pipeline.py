@@ -403,7 +403,7 @@ def run_spec(spec, inputs: ConvInputs | None = None, keep_outputs: bool = False,
     data = "given" if inputs is not None and inputs.kind == "given" else "random"
     asked = for_check(spec, plan, data, room=answer is None)  # before any allocation
     result = CheckResult(status="error", problem=spec.problem, plan=plan, seed=spec.seed, spec=spec, bound=asked.name,
-                         algorithm=spec.declared_text, contract=asked.contract, level=asked.level)
+                         algorithm=asked.declared_text, contract=asked.contract, level=asked.level)
     start = time.perf_counter()
     try:
         with device_scope(plan):

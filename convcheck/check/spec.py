@@ -74,16 +74,10 @@ class CheckSpec:
 
     @property
     def declared_text(self) -> str | None:
-        """The declaration a record names: a set of algorithms as declared (``direct,winograd:4``), else the
-        one fast algorithm it asks to be judged by (:attr:`declared`), else None."""
-        from ..numerics.fast_bound import parse_algorithms
+        """The declaration a record names (:func:`convcheck.check.judging.declared_text`)."""
+        from .judging import declared_text
 
-        if self.algorithm is not None and self.plant is None:
-            choices = parse_algorithms(self.algorithm)
-            if len(choices) > 1:
-                return ",".join(a.text if a is not None else "direct" for a in choices)
-        fast = self.declared
-        return fast.text if fast is not None else None
+        return declared_text(self.algorithm, self.plant, self.problem)
 
     def check_call(self, backend: str | None = None, direction: str | None = None) -> None:
         """Refuse, before any check, what cannot be called as asked (BadInput): a precision setting for an
