@@ -344,3 +344,23 @@ def test_environment_names_that_are_no_names_are_one_line_exit_2(names):
     done = run_cli("check", "mb1ic4ih6oc4oh6kh3ph1", "--environment", names, "--device", "cpu")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--environment" in done.stderr, done.stderr
     assert "expected environment variables' names" in done.stderr
+
+
+def test_numbers_too_large_and_records_without_a_problem_are_one_line_exit_2(tmp_path):
+    """Python's integer-string limit, an int64 overflow and a record whose problem is null: exit 2, one line."""
+    huge = "9" * 5000
+    done = run_cli("check", f"mb{huge}ic1ih4oc1oh4kh1")
+    _one_line_exit_2(done)
+    assert "is too large; every size, stride, padding and dilation is at most 2147483647" in done.stderr
+    assert len(done.stderr) < 400  # the descriptor quoted, not echoed whole
+    done = run_cli("hunt", "--space", "dd26-99999999999999999999", "--budget", "2", "--out", str(tmp_path / "h.jsonl"))
+    _one_line_exit_2(done)
+    assert "is too large" in done.stderr
+    done = run_cli("hunt", "--space", "ic1-4 oc1-4 ih1-99999999", "--budget", "2", "--out", str(tmp_path / "h2.jsonl"))
+    _one_line_exit_2(done)
+    assert "holds 99999999 values" in done.stderr
+    rec = tmp_path / "r.jsonl"
+    rec.write_text(json.dumps({"status": "failed", "problem": None, "backend": "torch"}) + "\n")
+    done = run_cli("rerun", str(rec), "--index", "1")
+    _one_line_exit_2(done)
+    assert "the record's problem is null, not a descriptor" in done.stderr

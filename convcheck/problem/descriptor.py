@@ -19,6 +19,7 @@ Conventions, fixed once here so no backend has to guess:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from functools import cached_property
@@ -308,6 +309,13 @@ class ConvProblem:
 
 _KEYS = ("mb", "ic", "oc") + tuple(p + a for p in "iokspd" for a in _AXES) + ("g",)
 _TOKEN = re.compile(r"(mb|ic|oc|i[dhw]|o[dhw]|k[dhw]|s[dhw]|p[dhw]|d[dhw]|g)(-?\d+)")
+#: The largest value a descriptor's entry takes: what the libraries' int32 sizes hold.
+LARGEST = 2 ** 31 - 1
+
+
+def _shown(text: str, most: int = 60) -> str:
+    """A descriptor as a message quotes it: its repr, cut to ``most`` characters."""
+    return repr(text) if len(text) <= most else repr(text[:most]) + f" (and {len(text) - most} more characters)"
 
 
 def _c_div(a: int, b: int) -> int:
@@ -363,7 +371,11 @@ def parse_descriptor(text: str, **overrides) -> ConvProblem:
     for m in _TOKEN.finditer(body):
         if m.start() != pos:  # something no entry matches lies before this one
             raise unknown(pos)
-        key, num = m.group(1), int(m.group(2))
+        key, digits = m.group(1), m.group(2)
+        if len(digits.lstrip("-")) > len(str(LARGEST)) or abs(int(digits)) > LARGEST:  # before int() of 5000 digits
+            raise BadInput(f"descriptor {_shown(original)}: entry '{key}{digits[:12]}{'...' if len(digits) > 12 else ''}' "
+                           f"is too large; every size, stride, padding and dilation is at most {LARGEST}")
+        num = int(digits)
         if num < 0:
             raise BadInput(f"descriptor {original!r}: entry '{key}{num}' is negative; sizes, strides, paddings and dilations are >= 0")
         if key in values:
@@ -547,6 +559,9 @@ def as_problem(p, **overrides) -> "ConvProblem":
 def problem_from_record(rec: dict) -> "ConvProblem":
     """The problem a check's record (a sweep line, a check's JSON) names: its descriptor and the fields
     beside it (mode, dtype, layout, direction, fusion)."""
+    if "problem" in rec and not isinstance(rec["problem"], str):
+        raise BadInput(f"the record's problem is {json.dumps(rec['problem'])[:40]}, not a descriptor: it names no "
+                       "problem to check")
     try:
         return parse_descriptor(rec["problem"], mode=rec.get("mode") or "xcorr", dtype=rec.get("dtype") or "fp32",
                                 layout=layout_from_name(rec.get("layout") or "nchw"),

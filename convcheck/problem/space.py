@@ -46,6 +46,8 @@ DEFAULT_SPACE = "mb1-32 g1-4 ic1-64 oc1-64 ih1-128 iw1-128 kh1-5 kw1-5 sh1-3 sw1
 #: takes about a second).
 MAX_MACS = 100_000_000
 MAX_TRIES = 10_000
+#: Values one range of a space may hold (each is kept to draw from).
+MAX_VALUES = 1_000_000
 
 
 class SamplerBroken(BadInput):
@@ -54,10 +56,18 @@ class SamplerBroken(BadInput):
 
 def parse_values(text: str, key: str, where: str) -> tuple[int, ...]:
     """``lo-hi``, ``a,b,c`` or one value, as the distinct integers it names (a range runs up)."""
+    from .descriptor import LARGEST
+
     out = []
     for part in text.split(","):
         lo, _, hi = part.partition("-")
+        if max(len(lo), len(hi)) > len(str(LARGEST)) or int(hi or lo) > LARGEST or int(lo) > LARGEST:
+            raise BadInput(f"space {where[:60]!r}: {key}{part[:24]} is too large; every value is at most {LARGEST}",
+                           option="space")
         lo, hi = int(lo), int(hi or lo)
+        if hi - lo >= MAX_VALUES:
+            raise BadInput(f"space {where[:60]!r}: {key}{part} holds {hi - lo + 1} values; a range holds at most "
+                           f"{MAX_VALUES} (draws pick among them)", option="space")
         if hi < lo:
             raise BadInput(f"space {where!r}: range {key}{part} runs down; write {key}{hi}-{lo}", option="space")
         out.extend(range(lo, hi + 1))
