@@ -82,13 +82,13 @@ def declared_text(algorithm: str | None, plant: str | None, problem) -> str | No
     return fast.text if fast is not None else None
 
 
-def alternatives(algorithm: str | None, problem, chosen: Algorithm | None) -> tuple:
-    """The other algorithms of a declared set that apply to ``problem`` (None: a direct sum), in the order
-    given: what a check that fails by ``chosen``'s bound is judged by in turn."""
+def applicable(algorithm: str | None, problem) -> tuple:
+    """Of a declared set of algorithms, those that apply to ``problem`` (None: a direct sum), in the order
+    given: what the check is judged by in turn; () where one algorithm (or none) was declared."""
     choices = parse_algorithms(algorithm)
     if len(choices) == 1:
         return ()
-    return tuple(a for a in choices if a != chosen and applies(a, problem))
+    return tuple(a for a in choices if applies(a, problem))
 
 
 def declared(algorithm: str | None, backend, plant: str | None = None, bound: str | None = None,
@@ -148,8 +148,8 @@ class Judging(NamedTuple):
     explicit: bool              # the bound was asked for by name (a cuDNN plan's notes do not change it then)
     fast: Any = None            # the declared fast algorithm's bound: declared, it is known before the run, and a
     #                             problem the algorithm cannot compute is refused before anything runs
-    others: tuple = ()          # the other algorithms of a declared set that apply (None: direct), tried in turn
-    one_of: bool = False        # a set of algorithms was declared: the record says which one the answer fits
+    one_of: tuple = ()          # a declared set's algorithms that apply (None: direct), in order: the record
+    #                             says which one the answer fits; () where no set was declared
     declared_text: str | None = None  # what a record names of the declaration (:func:`declared_text`)
 
 
@@ -163,7 +163,7 @@ def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
     from ..numerics.fast_bound import bound_for as fast_bound_for
 
     fast = declared(spec.algorithm, plan.under_test, spec.plant, spec.bound, plan.reference_impl, spec.problem)
-    others = alternatives(spec.algorithm, spec.problem, fast) if spec.plant is None else ()
+    one_of = applicable(spec.algorithm, spec.problem) if spec.plant is None else ()
     operand_slice = None
     if room:
         _, operand_slice = require_room(spec.problem, {plan.backend_device, plan.reference_device}, spec.max_memory,
@@ -173,8 +173,7 @@ def for_check(spec, plan, data: str = "random", room: bool = True) -> Judging:
     return Judging(name, fast, spec.effective_contract(plan.under_test), level, operand_slice, data,
                    explicit=spec.bound not in (None, "auto"),
                    fast=fast_bound_for(fast, spec.problem, data, level=level, operand_slice=operand_slice) if fast else None,
-                   others=others, one_of=spec.plant is None and len(parse_algorithms(spec.algorithm)) > 1,
-                   declared_text=declared_text(spec.algorithm, spec.plant, spec.problem))
+                   one_of=one_of, declared_text=declared_text(spec.algorithm, spec.plant, spec.problem))
 
 
 def alternative_bound(asked: Judging, algorithm, problem, plan):

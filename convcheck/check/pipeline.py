@@ -18,7 +18,6 @@ from ..numerics.bound import DEFAULT_BOUND, MISTRUST_ZERO_FRACTION, resolve as r
 from .implementation import Backend
 from .judging import after_run, for_check
 from .compare import Comparison, compare_at_levels
-from ..numerics.fast_bound import parse_algorithms
 from ..base.arrays import to_torch
 from ..base.errors import BadInput, ConvCheckError, Unsupported
 from ..base.status import Status
@@ -293,8 +292,7 @@ def _fit_one_of(result: CheckResult, asked, ours, ref, inputs: ConvInputs, where
 
     first = asked.declared
     kept = (result.comparison, result.judging, result.status, result.message)
-    order = [a for a in parse_algorithms(result.algorithm) if a == first or a in asked.others]
-    for other in order:
+    for other in asked.one_of:
         if other == first:
             result.comparison, result.judging, result.status, result.message = kept
             if result.status == "passed":
