@@ -394,40 +394,30 @@ def _running_sums(problem, inputs, ours, ref):
 
     kinds = running_sums.variants(problem)
     shared: dict = {}
-    for name, u, tname in _own_narrow(problem):
+    for name, _, tname in _own_narrow(problem):
         for order, lanes, products in kinds:
             yield Cause("accumulation", running_sums.describe(order, lanes, products, name), problem, inputs,
                         compute=_simulated(order, lanes, products, tname, shared),
                         detail={"type": name, "order": order, "lanes": lanes, "products": products})
         yield Cause("accumulation", f"the running sum kept in {name} after every term, in an order none of the "
                     f"{len(kinds)} simulated ones reproduces: the order is undetermined", problem, inputs,
-                    judges=_any_order(kinds, tname, u, shared), detail={"type": name, "order": "undetermined"})
+                    judges=_any_order(kinds, tname, shared), detail={"type": name, "order": "undetermined"})
 
 
-def _screened(run, problem, inputs, tname: str, u: float, shared: dict, scope) -> bool:
-    """Whether the output can be a running sum kept in ``tname`` at all (see :func:`_running_sums`), once per
-    type; conv(|x|, |w|) kept for the family's marks."""
+def _screened(run, problem, inputs, tname: str, u: float, shared: dict, scope) -> list | None:
+    """:func:`running_sums.screen` of the output for ``tname``, once per type (None: it cannot be a running sum
+    in that type); conv(|x|, |w|) kept for it."""
     import torch
+
+    from . import running_sums
 
     key = ("screen", tname)
     if key not in shared:
         if "a" not in shared:
             shared["a"] = run(problem, _absolute(inputs))
-        a, ref = shared["a"], scope.ref.to(torch.float64)
-        a = a.to(ref.device)
-        n = problem.accumulation_depth
-        gamma = n * u / (1 - n * u) if n * u < 1 else math.inf
-        o = scope.ours.to(torch.float64).to(ref.device)
-        live = torch.isfinite(o) & torch.isfinite(ref)
-        ok = bool(live.any()) and bool(((o - ref).abs()[live] <= gamma * a[live] * (1 + 1e-9) + u * ref.abs()[live]).all())
-        if ok and dtypes.get(problem.dtype).digits > _DIGITS[tname]:
-            ok = bool((round_to(o[live], tname) == o[live]).all())
-        shared[key] = ok
+        ref = scope.ref.to(torch.float64)
+        shared[key] = running_sums.screen(problem, scope.ours, ref, shared["a"].to(ref.device), tname, u)
     return shared[key]
-
-
-#: Significand bits of the narrow types a running sum may be kept in.
-_DIGITS = {"float16": 11, "bfloat16": 8}
 
 
 def _simulated(order: str, lanes: int, products: str, tname: str, shared: dict):
@@ -441,7 +431,7 @@ def _simulated(order: str, lanes: int, products: str, tname: str, shared: dict):
         from . import running_sums
 
         u = next(u for _, u, t in NARROW if t == tname)
-        if not _screened(run, problem, inputs, tname, u, shared, scope):
+        if _screened(run, problem, inputs, tname, u, shared, scope) is None:
             return None
         key = (order, lanes, products, tname)
         if key not in shared:
@@ -455,7 +445,7 @@ def _simulated(order: str, lanes: int, products: str, tname: str, shared: dict):
     return compute
 
 
-def _any_order(kinds, tname: str, u: float, shared: dict):
+def _any_order(kinds, tname: str, shared: dict):
     """The family's marks (:func:`running_sums.family_evidence`) on the output, the simulated orders' answers
     computed where they were not yet; (covers, closeness) or None."""
     def judges(cause, judge):
@@ -475,13 +465,12 @@ def _any_order(kinds, tname: str, u: float, shared: dict):
             if bool(((ours >= lo) & (ours <= hi)).all()):
                 return None  # a simulated order gives it: the order is determined, and that cause says it
             sims.append((lo + hi) / 2)
-        why = running_sums.family_evidence(cause.problem, scope.ours, ref, shared["a"].to(ref.device),
-                                           [s.to(ref.device) for s in sims], tname, u,
-                                           dtypes.get(cause.problem.dtype).storage, judge.allowed(cause, ref))
+        why = running_sums.family_evidence(scope.ours, ref, [s.to(ref.device) for s in sims],
+                                           shared[("screen", tname)], judge.allowed(cause, ref))
         if why is None:
             return None
         cause.detail["evidence"] = why
-        if dtypes.get(cause.problem.dtype).digits <= _DIGITS[tname]:
+        if not running_sums.wider(dtypes.get(cause.problem.dtype).storage, tname):
             cause.detail["thin"] = ("the evidence is the error's size alone (the output is in the narrow type "
                                     "anyway): another error of that size fits it as well")
         return "every output", float((ours - ref).abs().sum()) / max(float(ref.abs().sum()), 1e-300)

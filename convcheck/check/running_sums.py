@@ -147,30 +147,50 @@ def variants(problem):
     return [(o, n, p) for p in products for o in orders for n in LANES if n == 1 or n < cg * taps]
 
 
-def family_evidence(problem, ours, ref, a, sims, tname: str, u: float, storage: str, allowed) -> str | None:
-    """Why the output is a running sum kept in ``tname`` in some order, or None where it does not have its
-    marks (see the module's docstring). ``ours``, ``ref``: float64 tensors (the output, the correct answer);
-    ``a``: conv(|x|, |w|), float64; ``sims``: the simulated orders' answers (midpoints); ``u``: the narrow
-    type's unit roundoff; ``storage``: the check's output type; ``allowed``: the check's own tolerance at every
-    output (what a correct answer may differ by)."""
+def screen(problem, ours, ref, a, tname: str, u: float) -> list[str] | None:
+    """What marks the output as a running sum kept in ``tname`` whatever its order, or None where it cannot be
+    one: its error within what any order can leave (gamma_n(u) * conv(|x|, |w|), and one rounding of the result),
+    and, where the check's output type is wider than the narrow one, every output a value of the narrow type (a
+    running sum in fp16 ends in an fp16 value). ``ours``, ``ref``, ``a``: float64 tensors (the output, the correct
+    answer, conv(|x|, |w|)); ``u``: the narrow type's unit roundoff. The marks said, where there are any."""
     import torch
 
+    from ..base import dtypes
     from .faults import round_to
+
+    ours = ours.to(torch.float64).to(ref.device)
+    live = torch.isfinite(ours) & torch.isfinite(ref)
+    if not bool(live.any()):
+        return None
+    n = problem.accumulation_depth
+    gamma = n * u / (1 - n * u) if n * u < 1 else math.inf
+    if bool(((ours - ref).abs()[live] > gamma * a[live] * (1 + 1e-9) + u * ref.abs()[live]).any()):
+        return None  # farther than any order of running sum can go
+    if not wider(dtypes.get(problem.dtype).storage, tname):
+        return []
+    if not bool((round_to(ours[live], tname) == ours[live]).all()):
+        return None  # a running sum in the narrow type ends in its values
+    return [f"every output is {'an fp16' if tname == 'float16' else 'a bf16'} value"]
+
+
+def wider(storage: str, tname: str) -> bool:
+    """Whether the check's output type ``storage`` holds more than the narrow type ``tname`` (an output in the
+    narrow type itself is no mark of a running sum in it)."""
+    return {"float32": 24, "float16": 11, "bfloat16": 8}[storage] > {"float16": 11, "bfloat16": 8}[tname]
+
+
+def family_evidence(ours, ref, sims, marks: list[str], allowed) -> str | None:
+    """Why the output is a running sum in some order, or None where it does not have its marks (see the module's
+    docstring). ``ours``, ``ref``: float64 tensors (the output, the correct answer); ``sims``: the simulated
+    orders' answers (midpoints); ``marks``: what :func:`screen` found; ``allowed``: the check's own tolerance at
+    every output (what a correct answer may differ by)."""
+    import torch
 
     ours = ours.to(torch.float64)
     live = torch.isfinite(ours) & torch.isfinite(ref)
     if not bool(live.any()) or not sims:
         return None
     err = (ours - ref)[live]
-    n = problem.accumulation_depth
-    gamma = n * u / (1 - n * u) if n * u < 1 else math.inf
-    if bool((err.abs() > gamma * a[live] * (1 + 1e-9) + u * ref[live].abs()).any()):
-        return None  # farther than any order of running sum can go
-    marks = []
-    if storage != tname and {"float32": 24, "float16": 11, "bfloat16": 8}[storage] > {"float16": 11, "bfloat16": 8}[tname]:
-        if not bool((round_to(ours[live], tname) == ours[live]).all()):
-            return None  # a running sum in the narrow type ends in its values
-        marks.append(f"every output is {'an fp16' if tname == 'float16' else 'a bf16'} value")
     # a running sum's roundings take most outputs past a correct sum's tolerance, as the simulated orders do:
     # an output whose error is mostly a correct kernel's own (its rounding to the tensor type) is not one
     outside = float((err.abs() > allowed[live]).to(torch.float64).mean())
@@ -186,9 +206,9 @@ def family_evidence(problem, ours, ref, a, sims, tname: str, u: float, storage: 
     # unwritten, an element off): its error spreads as the simulated orders' does
     if spread < SPREAD_FACTOR * min(s for _, s, _ in shapes) or peak > max(p for _, _, p in shapes) / SPREAD_FACTOR:
         return None
-    marks.append(f"its error ({rms:.3g} rms, past a correct sum's tolerance at {outside:.0%} of the outputs, spread "
-                 f"over them as theirs) is of the size the {len(sims)} simulated orders leave ({least:.3g}-{most:.3g})")
-    return "; ".join(marks)
+    return "; ".join(marks + [f"its error ({rms:.3g} rms, past a correct sum's tolerance at {outside:.0%} of the "
+                              f"outputs, spread over them as theirs) is of the size the {len(sims)} simulated orders "
+                              f"leave ({least:.3g}-{most:.3g})"])
 
 
 #: How much less evenly than the simulated orders' an output's error may spread over the outputs (and how
