@@ -302,6 +302,42 @@ def test_the_budget_bounds_the_search_and_says_so():
     assert "known causes tested within its budget of 1 convolution" in d.line()
 
 
+SMALL_BUDGET = 30  # a few convolutions per family of the catalogue's cheap ones
+
+
+@pytest.mark.parametrize("plant, desc", [
+    ("tf32-inputs", SMALL), ("bf16-weights", SMALL), ("fp16-output", SMALL), ("flip", SMALL), ("padding", SMALL),
+    ("drop-channel", SMALL), ("nhwc-as-nchw", SMALL), ("row-unwritten", SMALL), ("dilation", SMALL),
+    ("group-mix", "g4mb2ic16ih8oc16oh8kh3ph1"),
+])
+def test_a_small_budget_names_what_the_default_one_names_first(plant, desc):
+    """Every family's likeliest hypotheses before any family's rarer ones, and the tolerance pass free where the
+    bit-for-bit pass computed the answers: a budget of a few convolutions a family finds the default's cause."""
+    small = _check(desc, plant=plant, diagnose=SMALL_BUDGET).diagnosis
+    default = _check(desc, plant=plant).diagnosis
+    assert small.tested < default.candidates  # the small budget did not test everything
+    assert small.cause is not None and small.cause.what == default.cause.what, (small.line(), default.line())
+
+
+def test_breadth_first_tries_one_hypothesis_of_each_family_before_a_second():
+    from convcheck.check.causes import candidates
+    from convcheck.check.diagnose import breadth_first
+    from convcheck.base.inputs import ConvInputs
+
+    p = parse_descriptor(SMALL)
+    rng = np.random.default_rng(0)
+    inputs = ConvInputs(x=rng.standard_normal(p.x_shape).astype(np.float32),
+                        w=rng.standard_normal(p.w_shape).astype(np.float32), dy=None, bias=None, kind="random",
+                        device="cpu", seed=0)
+    cheap = [c for c in candidates(p, inputs) if c.family not in ("accumulation", "algorithm", "pair")]
+    ordered = breadth_first(cheap)
+    families = list(dict.fromkeys(c.family for c in cheap))
+    assert [c.family for c in ordered[:len(families)]] == families
+    assert sorted(map(id, ordered)) == sorted(map(id, cheap))
+    rounding = [c for c in ordered if c.family == "rounding"]
+    assert rounding[0].detail["operands"] == ["x", "w"] and rounding[0].detail["type"] == "tf32"
+
+
 def test_tf32_and_fp16_rounding_that_no_answer_tells_apart_are_both_named():
     backend = user_function.register(wa.function("fp16_inputs", "fprop"))
     p = parse_descriptor(SMALL)

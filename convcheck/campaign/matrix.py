@@ -54,12 +54,15 @@ def slug(requirement: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", requirement)
 
 
-def prepare_env(requirement: str, workdir: Path, log=print) -> Path:
+def prepare_env(requirement: str, workdir: Path, log=print, with_deps: bool | None = None) -> Path:
     """A venv under ``workdir`` with the base packages visible and ``requirement`` installed on top.
 
     A cuDNN wheel brings its dependencies (cuBLAS): libcudnn finds them relative to
     its own folder, so they must sit in the same site-packages. Anything else is
-    installed alone (``--no-deps``), so only the pinned package differs."""
+    installed alone (``--no-deps``), so only the pinned package differs, unless
+    ``with_deps`` says otherwise (a library the base environment lacks, whose own
+    dependencies must then shadow the base's: benchmarks/findings.py, whose ``requirement`` may name several
+    pins, separated by spaces)."""
     env = workdir / f"env-{slug(requirement)}"
     python = env / "bin" / "python"
     if not python.exists():
@@ -72,14 +75,21 @@ def prepare_env(requirement: str, workdir: Path, log=print) -> Path:
         base = [p for p in dict.fromkeys(site.getsitepackages() + [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
                 if os.path.isdir(p)]
         Path(own, "zz_convcheck_base.pth").write_text("\n".join(base) + "\n", encoding="utf-8")
+    installed = env / "convcheck-installed.txt"  # what the last install here completed
+    if installed.is_file() and installed.read_text(encoding="utf-8").strip() == requirement:
+        return python
     log(f"matrix: installing {requirement} into {env}")
-    deps = [] if requirement.startswith("nvidia-cudnn-") else ["--no-deps"]
+    if with_deps is None:
+        with_deps = requirement.startswith("nvidia-cudnn-")
+    deps = [] if with_deps else ["--no-deps"]
     # --ignore-installed: the base copy is visible through the .pth file, and pip would call
     # the pin "already satisfied" without putting it where it shadows the base one.
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--ignore-installed", *deps, "--disable-pip-version-check", requirement],
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--ignore-installed", *deps, "--disable-pip-version-check",
+                           *requirement.split()],
                           capture_output=True, text=True)
     if done.returncode:
         raise BackendUnavailable("matrix", f"could not install {requirement}: {done.stderr.strip()[-400:]}")
+    installed.write_text(requirement + "\n", encoding="utf-8")
     return python
 
 

@@ -151,10 +151,25 @@ def _changed(a, b) -> bool:
     return a is not None and b is not None and not np.array_equal(a, b, equal_nan=True)
 
 
+#: The types code rounds its operands to on purpose (TF32 math, autocast, fp8 weights), before the variants
+#: of a rounding mode a kernel gets wrong: a diagnosis with a small budget tries these first.
+DELIBERATE = ("tf32", "bf16", "fp16", "fp8 e4m3")
+
+
 def _rounding(problem, inputs, ours, ref):
     """Each operand, and both, rounded to each narrower type. Types that round these values alike
     (TF32 and fp16 agree on every value in fp16's normal range) are one cause naming both: no answer
-    can tell them apart."""
+    can tell them apart. Yielded most common first: both operands, then one, each in a type code rounds
+    to on purpose (:data:`DELIBERATE`), then the rounding-mode variants."""
+    def usual(cause):
+        types = cause.detail["types"]
+        deliberate = min((DELIBERATE.index(t) for t in types if t in DELIBERATE), default=None)
+        return (deliberate is None, len(cause.detail["operands"]) < len(OPERANDS[problem.direction]),
+                deliberate or 0)
+    yield from sorted(_roundings(problem, inputs), key=usual)
+
+
+def _roundings(problem, inputs):
     roles = OPERANDS[problem.direction]
     rounded = {name: {r: rnd(getattr(inputs, r)) for r in roles} for name, rnd in ROUNDINGS}
     sets = [(r,) for r in roles] + [tuple(roles)]

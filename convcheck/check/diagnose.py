@@ -760,7 +760,7 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
         work.left = left
         return out
 
-    cheap = [c for c in causes if c.family not in LAST_RESORT]
+    cheap = breadth_first([c for c in causes if c.family not in LAST_RESORT])
     offered = len(cheap)
     found = _pass(cheap, judge, work, tested, exact_only=True)  # the same bits: no tolerance needed
     if not found:
@@ -803,17 +803,28 @@ def _numpy(inputs):
     return replace(inputs, x=host(inputs.x), w=host(inputs.w), dy=host(inputs.dy), bias=host(inputs.bias), device="cpu")
 
 
+def breadth_first(causes: list) -> list:
+    """``causes`` with every family's first hypothesis before any family's second (each family's own order
+    kept: its likeliest first), so that a small budget looks at every family at once, and finds what a large
+    one finds first wherever the cause is among its family's first few."""
+    families: dict = {}
+    for cause in causes:
+        families.setdefault(cause.family, []).append(cause)
+    rounds = max((len(f) for f in families.values()), default=0)
+    return [f[i] for i in range(rounds) for f in families.values() if i < len(f)]
+
+
 def _pass(causes, judge: _Judge, work: _Work, tested: set, exact_only: bool = False) -> list:
     """(cause, (covers, closeness)) of each of ``causes`` that explains the scope's failure, tested in
-    order while the budget lasts (``tested`` gains each one tested)."""
+    order while the budget lasts (``tested`` gains each one tested). Once it is spent, a cause whose answer
+    is already computed (the bit-for-bit pass's, for the tolerance pass) or needs no convolution is still
+    tested: it costs nothing."""
     found = []
     for cause in causes:
-        if work.spent:
-            break
         try:
             verdict = _test(cause, judge, exact_only)
         except _OutOfWork:
-            break
+            continue
         tested.add(id(cause))
         if verdict is not None:
             found.append((cause, verdict))
