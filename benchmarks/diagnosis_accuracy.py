@@ -69,9 +69,11 @@ def main() -> int:
     ap.add_argument("--directions", default="fprop,dgrad,wgrad")
     ap.add_argument("--only", default="")
     ap.add_argument("--library", action="store_true",
-                    help="only the running sums written as libraries write them (wrong_arithmetic.LIBRARY), with the "
-                         "wrong arithmetic of other families whose errors are of their size (noise, a row unwritten, "
-                         "products rounded, the blocked bf16 sum) beside them")
+                    help="only the arithmetic written as libraries write it: running sums in fp16/bf16 "
+                         "(wrong_arithmetic.LIBRARY), Winograd F(4,3) at points the catalogue does not assume, an FFT "
+                         "with every rounding in the tensor type; with the wrong arithmetic of other families whose "
+                         "errors are of their size (noise, a row unwritten, products rounded, the blocked bf16 sum) "
+                         "beside them")
     ap.add_argument("--out", default="")
     ap.add_argument("--part", default="1/1", metavar="K/N",
                     help="check the K-th of N parts of the problems (one process per core; --tables merges the files)")
@@ -85,7 +87,8 @@ def main() -> int:
     base = base[k - 1::n]
     only = set(args.only.split(",")) if args.only else None
     if args.library:
-        only = (only or set()) | set(wa.LIBRARY) | {"noise", "row_unwritten", "products_rounded", "bf16_running_sum"}
+        only = (only or set()) | set(wa.LIBRARY) | {"lib_winograd_f4_other_points", "fft_tensor_type", "noise",
+                                                    "row_unwritten", "products_rounded", "bf16_running_sum"}
     records = []
     out = open(args.out, "w") if args.out else None
     start = time.perf_counter()

@@ -185,6 +185,137 @@ def _winograd(x, w, bias, stride, padding, dilation, groups, stored=None):
     return y if bias is None else y + bias.reshape(1, -1, *([1] * (y.dim() - 2)))
 
 
+def _rounded_complex(z, narrow):
+    """Each component of the complex128 ``z`` rounded to the torch dtype ``narrow`` (as a half-precision
+    complex value holds it)."""
+    return torch.complex(z.real.to(narrow).double(), z.imag.to(narrow).double())
+
+
+def _fft_last_axis(a, narrow, inverse: bool = False):
+    """A radix-2 decimation-in-time FFT of the last axis (a power of two) with every butterfly's result and
+    every twiddle factor rounded to ``narrow``, as a half-precision FFT kernel computes: the input in
+    bit-reversed order, then log2(n) stages of t = w * odd, even + t, even - t. Unscaled."""
+    n = a.shape[-1]
+    bits = n.bit_length() - 1
+    rev = [int(format(i, f"0{bits}b")[::-1], 2) if bits else 0 for i in range(n)]
+    a = a[..., rev]
+    m = 2
+    while m <= n:
+        half = m // 2
+        sign = 1.0 if inverse else -1.0
+        twiddle = _rounded_complex(torch.exp(sign * 2j * np.pi * torch.arange(half, dtype=torch.float64) / m), narrow)
+        blocks = a.reshape(*a.shape[:-1], n // m, m)
+        even, odd = blocks[..., :half], blocks[..., half:]
+        t = _rounded_complex(odd * twiddle, narrow)
+        a = torch.cat([_rounded_complex(even + t, narrow), _rounded_complex(even - t, narrow)], dim=-1)
+        a = a.reshape(*a.shape[:-2], n)
+        m *= 2
+    return a
+
+
+def _fft2(a, narrow, inverse: bool = False):
+    """The 2-D transform of the last two axes, rows then columns, each by :func:`_fft_last_axis`."""
+    a = _fft_last_axis(a, narrow, inverse)
+    return _fft_last_axis(a.transpose(-1, -2), narrow, inverse).transpose(-1, -2)
+
+
+def _fft_half(x, w, bias, stride, padding, dilation, groups, narrow):
+    """fprop by the FFT with every rounding in the tensor type ``narrow`` (a half-precision FFT, as cuFFT's fp16
+    transforms compute): both operands transformed over the padded map taken up to powers of two, each
+    spectrum product and each step of the running sum over input channels rounded, the inverse transform and
+    its 1/N scaling rounded. Written apart from convcheck's FFT (convcheck.numerics.fft, torch.fft)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ph, pw = padding
+    hp, wp = h + 2 * ph, wd + 2 * pw
+    size = (1 << (hp - 1).bit_length(), 1 << (wp - 1).bit_length())
+    xp = torch.zeros(n, c, *size, dtype=torch.float64)
+    xp[:, :, ph:ph + h, pw:pw + wd] = x.double()
+    wz = torch.zeros(o, cg, *size, dtype=torch.float64)
+    wz[:, :, :kh, :kw] = w.double()
+    to_c = lambda a: _rounded_complex(a.to(torch.complex128), narrow)  # noqa: E731
+    xf, wf = _fft2(to_c(xp), narrow), _fft2(to_c(wz), narrow)
+    og = o // groups
+    oh, ow = hp - kh + 1, wp - kw + 1
+    out = []
+    for k in range(o):
+        g = k // og
+        acc = None
+        for ci in range(cg):  # the correlation: the input's spectrum times the filter's conjugate
+            term = _rounded_complex(xf[:, g * cg + ci] * wf[k, ci].conj(), narrow)
+            acc = term if acc is None else _rounded_complex(acc + term, narrow)
+        y = _rounded_complex(_fft2(acc, narrow, inverse=True) / (size[0] * size[1]), narrow)
+        out.append(y.real[:, :oh, :ow])
+    y = torch.stack(out, dim=1).float()
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+
+
+def _toom_cook(m: int, r: int, points):
+    """F(m, r)'s matrices (A^T m x n, G n x r, B^T n x n, n = m + r - 1) for ``points`` (n - 1 finite ones, the last
+    point infinity), float64: A^T and G evaluate at the points (G divided by each point's Lagrange denominator), and
+    B^T is what makes A^T [(G g) . (B^T d)] the correlation of d with g for every d and g, solved for as a linear
+    system. Written from the definition, apart from convcheck's own (convcheck.numerics.winograd)."""
+    n = m + r - 1
+    pts = [float(v) for v in points]
+    at = np.zeros((m, n))
+    g = np.zeros((n, r))
+    for j, pj in enumerate(pts):
+        denominator = np.prod([pj - pl for l, pl in enumerate(pts) if l != j])
+        at[:, j] = [pj ** i for i in range(m)]
+        g[j] = [pj ** k / denominator for k in range(r)]
+    at[m - 1, n - 1] = 1.0
+    g[n - 1, r - 1] = 1.0
+    # sum_j at[i, j] g[j, k] bt[j, l] = [l == i + k] for every i < m, k < r, l < n: n*n unknowns
+    rows, rhs = [], []
+    for i in range(m):
+        for k in range(r):
+            for col in range(n):
+                row = np.zeros((n, n))
+                row[:, col] = at[i] * g[:, k]
+                rows.append(row.ravel())
+                rhs.append(1.0 if col == i + k else 0.0)
+    bt, *_ = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)
+    return at, g, bt.reshape(n, n)
+
+
+def _winograd_library(points, m: int = 4):
+    """fprop of a 3x3 stride-1 layer by Winograd F(m x m, 3 x 3) at ``points``, in fp32 as a library computes it: the
+    matrices rounded to fp32, each input tile and filter transformed, the products summed over channels in the
+    transformed domain, each tile transformed back."""
+    def forward(x, w, bias, stride, padding, dilation, groups):
+        at, gm, bt = (torch.as_tensor(a, dtype=torch.float32) for a in _toom_cook(m, 3, points))
+        n, c, h, wd = x.shape
+        o, cg, _, _ = w.shape
+        ph, pw = padding
+        oh, ow = h + 2 * ph - 2, wd + 2 * pw - 2
+        th, tw = -(-oh // m), -(-ow // m)
+        t = m + 2
+        xp = torch.zeros(n, c, th * m + 2, tw * m + 2)
+        xp[:, :, ph:ph + h, pw:pw + wd] = x.float()
+        tiles = xp.unfold(2, t, m).unfold(3, t, m)  # n, c, th, tw, t, t
+        v = bt @ tiles @ bt.T
+        u = gm @ w.float() @ gm.T  # o, cg, t, t
+        og = o // groups
+        out = torch.empty(n, o, th * m, tw * m)
+        for k in range(o):
+            grp = k // og
+            msum = (v[:, grp * cg:(grp + 1) * cg] * u[k][None, :, None, None]).sum(dim=1)  # n, th, tw, t, t
+            y = at @ msum @ at.T  # n, th, tw, m, m
+            out[:, k] = y.permute(0, 1, 3, 2, 4).reshape(n, th * m, tw * m)
+        y = out[:, :, :oh, :ow]
+        return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+    return forward
+
+
+#: Points of F(4,3) no publication convcheck knows uses (the last point infinity).
+OTHER_POINTS = (0, 1, -1, 0.5, -3)
+
+
+def _fft_half_applies(p) -> bool:
+    return (p.dtype in ("fp16", "bf16") and p.ndim == 2 and p.stride == (1, 1) and p.dilation == (1, 1)
+            and p.mode == "xcorr" and p.pad_pre == p.pad_post and _plain(p))
+
+
 def _winograd_applies(p) -> bool:
     return (p.ndim == 2 and p.kernel == (3, 3) and p.stride == (1, 1) and p.dilation == (1, 1) and p.mode == "xcorr"
             and p.pad_pre == p.pad_post)
@@ -323,6 +454,13 @@ WRONG = {
     # a half-precision Winograd kernel: its transformed tiles and channel sums in the tensor type (set per check)
     "winograd_f4_tensor_type": Wrong({"family": "algorithm", "type": "check"}, directions=("fprop",),
                                      applies=lambda d, p: p.dtype in ("fp16", "bf16") and _winograd_applies(p)),
+    # a half-precision FFT: transforms, products, channel sums and the inverse in the tensor type (set per check)
+    "fft_tensor_type": Wrong({"family": "algorithm", "type": "check", "what": "fft"}, directions=("fprop",),
+                             applies=lambda d, p: _fft_half_applies(p)),
+    # F(4,3) written as a library writes it, at points convcheck's catalogue does not assume
+    "lib_winograd_f4_other_points": Wrong({"family": "algorithm", "what": "winograd:4"}, directions=("fprop",),
+                                          forward=_winograd_library(OTHER_POINTS),
+                                          applies=lambda d, p: p.dtype == "fp32" and _winograd_applies(p)),
     "products_rounded": Wrong({"family": "products"}, directions=("fprop",),
                               applies=lambda d, p: (p.dtype in ("fp16", "bf16") and p.ndim == 2 and p.mode == "xcorr"
                                                     and p.pad_pre == p.pad_post and _plain(p))),
@@ -402,6 +540,9 @@ def function(name: str, direction: str) -> Callable:
         elif name == "winograd_f4_tensor_type":
             y = _winograd(ops["x"], ops["w"], ops.get("bias"), geom["stride"], geom["padding"], geom["dilation"],
                           geom["groups"], stored=out_dtype)
+        elif name == "fft_tensor_type":
+            y = _fft_half(ops["x"], ops["w"], ops.get("bias"), geom["stride"], geom["padding"], geom["dilation"],
+                          geom["groups"], out_dtype)
         elif name == "products_rounded":
             y = _products_rounded(ops["x"], ops["w"], ops.get("bias"), geom["stride"], geom["padding"], geom["dilation"],
                                   geom["groups"], out_dtype)

@@ -250,6 +250,19 @@ def test_an_fft_s_answer_is_named_fft_and_no_winograd(desc):
     assert [e.what[:4] for e in result.diagnosis.explanations] == ["fft:"]
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_a_half_precision_fft_is_a_cause_of_its_own_and_passes_declared(dtype):
+    """An FFT whose butterflies, twiddles, products, channel sums and inverse are all rounded to the tensor type
+    (benchmarks/wrong_arithmetic.py's radix-2 FFT, written apart from convcheck's): named fft@TYPE first, no
+    Winograd before it; declared as fft@TYPE it passes, and as the fp32 FFT it does not."""
+    p = parse_descriptor("mb2ic16ih14oc16oh14kh3ph1", dtype=dtype)
+    backend = user_function.register(wa.function("fft_tensor_type", "fprop"))
+    cause = _first(run_spec(CheckSpec(problem=p, backend=backend, device="cpu")))
+    assert cause.family == "algorithm" and cause.what.startswith(f"fft@{dtype}:"), cause.what
+    assert run_spec(CheckSpec(problem=p, backend=backend, device="cpu", algorithm=f"fft@{dtype}")).status == "passed"
+    assert run_spec(CheckSpec(problem=p, backend=backend, device="cpu", algorithm="fft")).status == "failed"
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_noise_within_a_half_precision_winograd_bound_is_not_named_winograd(dtype):
     """1% noise on a 3x3 layer lies within the bound of F(4,3) or F(6,3) with a bf16 workspace, yet its error

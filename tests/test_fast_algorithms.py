@@ -236,7 +236,7 @@ def test_an_algorithm_a_problem_or_backend_cannot_take_is_one_line_exit_2():
         (["--algorithm", "winograd:4", "--stride", "2"], "stride"),
         (["--algorithm", "winograd:4", "--bound", "elementwise"], "leave --bound at auto"),
         (["--algorithm", "winograd:4@fp8"], "transforms stored in 'fp8'; expected one of fp16, bf16"),
-        (["--algorithm", "fft@fp16"], "only a Winograd algorithm's transforms"),
+        (["--algorithm", "direct@fp16"], "a direct sum has no transforms to store in a narrower type"),
     ):
         desc = "mb1ic8ih9oc8oh9kh3ph1"
         backend = f"{IMPLS}:f4_lavin_fprop"

@@ -679,7 +679,8 @@ def _activation(problem, inputs, ours, ref):
 def _algorithm(problem, inputs, ours, ref):
     """The fast algorithms, each judged by its own bound: in fp32, Winograd F(2,3), F(4,3), F(6,3) and the FFT;
     in fp16 and bf16, Winograd with its transformed tiles and channel sums stored in the check's own type (a
-    half-precision kernel's workspace: with fp32 transforms the output's own rounding hides the algorithm's)."""
+    half-precision kernel's workspace: with fp32 transforms the output's own rounding hides the algorithm's),
+    and the FFT computed in that type (a half-precision FFT)."""
     from ..numerics.fast_bound import Algorithm, bound_for
 
     if problem.direction != "fprop" or problem.dtype not in ("fp32", "fp16", "bf16"):
@@ -687,13 +688,15 @@ def _algorithm(problem, inputs, ours, ref):
     if problem.dtype == "fp32":
         algorithms = [Algorithm("winograd", m) for m in (2, 4, 6)] + [Algorithm("fft")]
     else:
-        algorithms = [Algorithm("winograd", m, stored=problem.dtype) for m in (2, 4, 6)]
+        algorithms = ([Algorithm("winograd", m, stored=problem.dtype) for m in (2, 4, 6)]
+                      + [Algorithm("fft", stored=problem.dtype)])
     for algorithm in algorithms:
         try:
             bound_for(algorithm, problem, "random")
         except (BadInput, ValueError):
             continue
-        stored = f", its transforms stored in {algorithm.stored}" if algorithm.stored else ""
+        stored = ("" if not algorithm.stored else f", computed in {algorithm.stored}" if algorithm.kind == "fft"
+                  else f", its transforms stored in {algorithm.stored}")
         yield Cause("algorithm", f"{algorithm.text}: a fast algorithm{stored}, within its own bound", problem, inputs,
                     algorithm=algorithm,
                     detail={"algorithm": algorithm.text, **({"type": algorithm.stored} if algorithm.stored else {})})

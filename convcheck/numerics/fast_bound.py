@@ -13,7 +13,9 @@ after any of them (``winograd:4@fp16``) declares the transformed tiles and their
 in that type, as a half-precision kernel keeps its workspace: one more rounding of each, to the
 type's unit roundoff, in the energy. ``fft`` declares an
 FFT convolution in fp32 (complex64) over the padded map or a larger transform
-(:mod:`convcheck.numerics.fft`).
+(:mod:`convcheck.numerics.fft`); ``fft@fp16`` or ``fft@bf16`` one whose transforms, products, channel
+sum and inverse are computed in that type (a half-precision FFT): every rounding of the variance at
+that type's unit roundoff.
 
 The allowance per output, on convcheck's own random fill:
 ``|coefficient rounding| + lam*sqrt(ROUNDING_PROXY*energy) (+ the reference's own error)``, then
@@ -46,13 +48,13 @@ from ..base.memo import RecentResults, digest
 #: kept: the energies there are not measured yet, and GPU memory is the checks' own.
 RECENT = RecentResults(2 ** 31)
 
-ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...", "winograd:...@TYPE", "fft")
+ALGORITHMS = ("direct", "winograd:M", "winograd:M:WHO", "winograd:M:P1,P2,...", "winograd:...@TYPE", "fft", "fft@TYPE")
 ALGORITHM_HELP = ("how your function computes: direct (the default: a direct sum, judged by the direct "
                   "bounds), winograd:M (Winograd F(MxM,RxR), R the kernel: judged by a bound over the "
                   "published transforms for M), winograd:M:lavin or :onednn (one published point set), "
                   "winograd:M:0,1,-1,2,-2 (your points; infinity is the last), any of these with @fp16 or "
                   "@bf16 (the transformed tiles and their channel sums stored in that type), fft (an FFT "
-                  "convolution in fp32/complex64); or a set of them, direct,winograd:4 (each layer judged by those "
+                  "convolution in fp32/complex64), fft@fp16 or fft@bf16 (an FFT computed in that type); or a set of them, direct,winograd:4 (each layer judged by those "
                   "that apply, in that order; the record says which one its answer fits)")
 #: The types a Winograd implementation's transformed tiles may be declared stored in (``@TYPE``).
 STORED_TYPES = ("fp16", "bf16")
@@ -87,9 +89,9 @@ class Algorithm:
 
     @property
     def text(self) -> str:
-        if self.kind == "fft":
-            return "fft"
         at = f"@{self.stored}" if self.stored else ""
+        if self.kind == "fft":
+            return "fft" + at
         if not self.m:
             return "winograd" + at
         tail = self.who or (",".join(str(p) for p in self.points) if self.points else "")
@@ -182,9 +184,9 @@ def parse_algorithm(text: str | None) -> Algorithm | None:
         if stored not in STORED_TYPES:
             raise BadInput(f"algorithm {text!r}: transforms stored in {stored!r}; expected one of "
                            f"{', '.join(STORED_TYPES)} (e.g. winograd:4@fp16)", option="algorithm")
-        if base == "fft" or base == "direct":
-            raise BadInput(f"algorithm {text!r}: only a Winograd algorithm's transforms can be declared stored in "
-                           f"a narrower type (winograd:M@{stored}); {base} computes in fp32", option="algorithm")
+        if base == "direct":
+            raise BadInput(f"algorithm {text!r}: a direct sum has no transforms to store in a narrower type; "
+                           f"expected winograd:M@{stored} or fft@{stored}", option="algorithm")
         from dataclasses import replace
 
         return replace(parse_algorithm(base), stored=stored)
@@ -389,18 +391,25 @@ class FFTBound(_FastBound):
     def _own(self, ops, device):
         import torch
 
-        s2 = fft.variance(self.problem, *ops)
+        s2 = fft.variance(self.problem, *ops, u=self.u_transforms)
         return torch.zeros_like(s2), s2
 
+    @property
+    def u_transforms(self) -> float:
+        """The unit roundoff of every rounding the FFT makes: fp32's (complex64), or the declared type's."""
+        return dtypes.get(self.algorithm.stored).u if self.algorithm.stored else dtypes.FP32.u
+
     def _described(self) -> dict:
-        return {"transform": "2-D FFT of the padded map (or up to the next powers of two), complex64",
+        return {"transform": "2-D FFT of the padded map (or up to the next powers of two), "
+                             + (f"computed in {self.algorithm.stored}" if self.algorithm.stored else "complex64"),
                 "stages_proxy": fft.KAPPA}
 
     def derivation(self) -> str:
         return (f"|ours-ref| <= {self.lam:.2f}*sqrt(sum over the FFTs' stages, the products, the channel sum and "
                 f"the inverse FFT of (u*|value|)^2 * proxy, each spread over the map's outputs by the inverse "
                 f"transform (1/N per frequency), + {fft.KAPPA:g}*(u*|y|)^2){self._stored()} (+ the float64 "
-                f"reference's gamma_n*conv(|x|,|w|), subnormal eta); fft, fp32/complex64; random fill, "
+                f"reference's gamma_n*conv(|x|,|w|), subnormal eta); {self.algorithm.text}, "
+                f"{self.algorithm.stored or 'fp32/complex64'} (u=2^{round(math.log2(self.u_transforms))}); random fill, "
                 f"p_false={self.p_false:g} over {self.outputs} outputs")
 
 

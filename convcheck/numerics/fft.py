@@ -199,10 +199,10 @@ def power(z):
     return torch.mul(re, re).addcmul_(im, im)
 
 
-def variance(problem, x, w, dy):
-    """Per output, the first-order rounding variance of an fp32 FFT convolution (the module's
-    docstring), float64, shaped like the result. Operands exact (float64); about as much work as
-    two float64 FFT convolutions."""
+def variance(problem, x, w, dy, u: float = 2.0 ** -24):
+    """Per output, the first-order rounding variance of an FFT convolution whose every rounding has unit
+    roundoff ``u`` (fp32's, complex64, by default; a half-precision FFT's: the module's docstring), float64,
+    shaped like the result. Operands exact (float64); about as much work as two float64 FFT convolutions."""
     import torch
 
     _refuse(problem)
@@ -210,7 +210,7 @@ def variance(problem, x, w, dy):
     size = transform_size(c)
     n_freq = size[0] * size[1]
     stages = sum(math.ceil(math.log2(s)) for s in size if s > 1)
-    u2 = 2.0 ** -48
+    u2 = u * u
     fl, fr = spectrum(c.left, size), spectrum(c.right, size)
     wf = _hermitian_weights(size, fl.real)
     pl, pr = power(fl).mul_(wf), power(fr)
