@@ -114,3 +114,22 @@ def kills_its_parent(input, weight, bias=None, stride=1, padding=0, dilation=1, 
         os.kill(os.getppid(), signal.SIGTERM)
         time.sleep(60)
     return _torch(input, weight, bias, stride, padding, dilation, groups)
+
+
+def forks(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """Forks on odd batch sizes and returns in both processes, as a harness that forks to isolate a kernel and
+    forgets to end its child: the child returns into whatever loop called the function."""
+    if input.shape[0] % 2 and _on():
+        os.fork()
+    return _torch(input, weight, bias, stride, padding, dilation, groups)
+
+
+def verdict_then_hangs(status: str):
+    """A task that has its verdict (a record, as a check's before its diagnosis) and then hangs in the diagnose
+    stage: what a diagnosis past the time limit looks like to the supervisor, whatever the machine's speed."""
+    from convcheck.base import stages
+
+    stages.enter("compare")
+    stages.verdict(lambda: {"status": status, "outside": 3, "total": 9, "bound_ratio": 124.0, "message": ""})
+    stages.enter("diagnose")
+    time.sleep(600)

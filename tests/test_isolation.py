@@ -222,6 +222,71 @@ def test_a_function_that_signals_its_parent_costs_its_own_check_not_the_sweep(tm
     assert recs[0]["worker"]["pid"] != recs[2]["worker"]["pid"]  # the worker was replaced
 
 
+def test_a_function_that_forks_gets_every_problem_checked_once(tmp_path):
+    """A child the function forked returns into the worker's loop: it ends at once and never answers, so each of
+    21 problems has one record, its own."""
+    out = tmp_path / "s.jsonl"
+    problems = [f"mb{n}ic2ih5oc2oh5kh3ph1" for n in range(1, 22)]
+    done = run_cli("sweep", *problems, "--backend", f"{CRASHERS}:forks", "--out", str(out), "--quiet")
+    recs = lines(out)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["problem"].split("ic")[0] for r in recs) == sorted(p.split("ic")[0] for p in problems)
+    assert [r["status"] for r in recs] == ["passed"] * 21
+
+
+def test_an_answer_for_a_later_task_says_the_earlier_one_got_none():
+    """Answers are matched to tasks by key: one the worker answered past is recorded as crashed, not given the
+    next task's answer; an answer to a task the worker does not hold is ignored."""
+    from collections import deque
+
+    from convcheck.campaign.workers import Task, _answered
+
+    class W:
+        number, sent, missing, warned_twice = 0, deque(), [], False
+
+    w = W()
+    w.sent.extend(Task(tag, "m:f", key=key) for tag, key in (("a", 1), ("b", 2), ("c", 3)))
+    assert _answered(w, 2).tag == "b" and [t.tag for t in w.missing] == ["a"]
+    assert _answered(w, 2) is None and w.warned_twice  # a second answer
+    assert _answered(w, 3).tag == "c" and not w.sent
+
+
+def test_a_diagnosis_past_the_time_limit_keeps_the_verdict_and_its_comparison():
+    """The check's record at its verdict reaches the supervisor before the diagnosis runs: a timeout (or a crash)
+    in the diagnose stage costs the explanation, never the comparison; the record says what was cut short."""
+    from convcheck.campaign.sweep import Item, SweepOptions, crash_records
+    from convcheck.campaign.workers import Supervisor, Task
+    from convcheck.problem.descriptor import parse_descriptor
+
+    with Supervisor(1) as sup:
+        (out,) = list(sup.run([Task("t", "tests.crashers:verdict_then_hangs", ("failed",), 2.0)]))
+    assert out.status == "timeout" and out.stage == "diagnose" and out.verdict["bound_ratio"] == 124.0
+    item = Item("cli", parse_descriptor("mb1ic2ih5oc2oh5kh3ph1"))
+    (rec,) = crash_records(item, SweepOptions(), out)
+    assert rec["status"] == "failed" and rec["outside"] == 3 and rec["bound_ratio"] == 124.0
+    assert rec["cut_short"]["status"] == "timeout" and rec["cut_short"]["stage"] == "diagnose"
+    assert "the diagnose step after the verdict was cut short (timeout" in rec["message"]
+
+
+def test_a_failed_check_says_its_verdict_before_its_diagnosis():
+    from convcheck.base import stages
+    from convcheck.check.pipeline import run_spec
+    from convcheck.check.spec import CheckSpec
+    from convcheck.problem.descriptor import parse_descriptor
+
+    said = []
+    stages.listen_for_verdicts(lambda rec: said.append((rec, stages.current()[0])))
+    try:
+        result = run_spec(CheckSpec(problem=parse_descriptor("mb1ic4ih6oc4oh6kh3ph1"), backend="torch", device="cpu",
+                                    plant="flip"))
+    finally:
+        stages.listen_for_verdicts(None)
+    (rec, stage), = said
+    assert result.status == "failed" and result.diagnosis is not None
+    assert rec["status"] == "failed" and rec["outside"] == result.record()["outside"] and "diagnosis" not in rec
+    assert stage == "compare"
+
+
 def test_a_crash_in_one_of_many_plans_names_the_plan():
     """What an --all-engines check does when one engine crashes, without a GPU: the task announces
     plans in turn and segfaults in the third. The record names that plan (its key too), and the
@@ -404,11 +469,11 @@ def test_a_worker_whose_cuda_context_broke_is_replaced_however_the_task_ended(mo
 
     monkeypatch.setattr(workers, "_call", lambda fn: run)
     monkeypatch.setattr(workers, "cuda_fault", lambda: "AcceleratorError: CUDA error: an illegal memory access")
-    assert workers.answer(Conn(), "any:task", ()) is not None
+    assert workers.answer(Conn(), 1, "any:task", ()) is not None
     assert sent == [{"raises": "raised", "exits": "exited", "returns": "done"}[task]]
     monkeypatch.setattr(workers, "cuda_fault", lambda: None)
     sent.clear()
-    assert workers.answer(Conn(), "any:task", ()) is None  # a healthy context keeps its worker
+    assert workers.answer(Conn(), 2, "any:task", ()) is None  # a healthy context keeps its worker
 
 
 def test_one_worker_serves_the_checks_of_many_tests_and_a_changed_variable_gets_a_new_one(monkeypatch):

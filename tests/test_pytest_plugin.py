@@ -59,6 +59,45 @@ def test_a_convcheck_fixture_without_the_marker_says_what_it_needs(tmp_path):
     assert done.returncode != 0 and "need @pytest.mark.convcheck(...) naming the problems" in done.stdout
 
 
+def test_a_bad_marker_fails_its_own_item_and_the_session_runs_on(tmp_path):
+    """An unknown list, a string where a tuple of directions goes, an argument the marker does not take: each
+    test's one item fails with a line naming the argument; the good test beside them passes."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_marked.py").write_text(
+        "import pytest\nimport torch.nn.functional as F\n\n"
+        "@pytest.mark.convcheck('no_such_list')\ndef test_unknown(conv_check):\n    conv_check(F.conv2d)\n\n"
+        "@pytest.mark.convcheck(['mb1ic2ih5oc2oh5kh3ph1'], directions='fprop')\n"
+        "def test_string(conv_check):\n    conv_check(F.conv2d)\n\n"
+        "@pytest.mark.convcheck(['mb1ic2ih5oc2oh5kh3ph1'], dtype=('fp16',))\n"
+        "def test_unknown_argument(conv_check):\n    conv_check(F.conv2d)\n\n"
+        "@pytest.mark.convcheck(['mb1ic2ih5oc2oh5kh3ph1'])\ndef test_good(conv_check):\n    conv_check(F.conv2d)\n")
+    junit = tmp_path / "junit.xml"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_marked.py",
+                           f"--junitxml={junit}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "error during collection" not in done.stdout, done.stdout[-3000:]
+    results = _results(junit)
+    assert results["test_good[mb1ic2ih5iw5oc2oh5ow5kh3kw3sh1sw1ph1pw1dh0dw0-fprop]"][0] == "passed", results
+    said = {name.split("[")[0]: r for name, r in results.items()}
+    failed = ("failure", "error")  # failed in its fixture's setup: an error of that item alone
+    assert said["test_unknown"][0] in failed and "no_such_list" in said["test_unknown"][1]
+    assert said["test_string"][0] in failed and "directions='fprop': expected a tuple" in said["test_string"][1]
+    assert said["test_unknown_argument"][0] in failed and "no argument 'dtype'" in said["test_unknown_argument"][1]
+    assert "Traceback" not in done.stdout
+
+
+def test_a_strategy_names_its_bad_argument_when_it_is_made():
+    import pytest
+
+    from convcheck.api.strategies import conv_problems
+    from convcheck.base.errors import BadInput
+
+    for kwargs, says in (({"dtypes": ("fp64",)}, "dtypes: 'fp64' is none of"), ({"directions": "fprop"}, "expected a tuple"),
+                         ({"max_stride": 0}, "max_stride=0: expected an integer of at least 1"),
+                         ({"dims": (4,)}, "dims: 4 is none of")):
+        with pytest.raises(BadInput, match=says):
+            conv_problems(**kwargs)
+
+
 def test_import_convcheck_costs_nothing_until_a_check_is_asked_for():
     """The plugin loads in every pytest run of an environment that has convcheck: it must not import torch."""
     probe = "import sys, convcheck.api.pytest_plugin, convcheck; print('torch' in sys.modules, 'numpy' in sys.modules)"

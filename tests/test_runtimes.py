@@ -32,8 +32,10 @@ def sweep(tmp_path, *args) -> list[dict]:
     if out.exists():
         out.unlink()
     done = run_cli("sweep", *PROBLEMS, "--device", "cpu", "--out", str(out), "--quiet", "--diagnose", "0", *args)
-    assert done.returncode in (0, 1), done.stderr
-    return records_of(out)
+    records = records_of(out)
+    declined = {r["status"] for r in records} == {"unsupported"}
+    assert done.returncode in ((3,) if declined else (0, 1)), done.stderr  # nothing checked: 3, as check
+    return records
 
 
 @needs("jax")

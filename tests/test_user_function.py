@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 
 from convcheck import assert_conv_function, check_conv_function, parse_descriptor
+from convcheck.base.errors import BadInput
 from convcheck.check.backends import user_function
 from convcheck.check.fill import make_inputs
 from convcheck.api.strategies import conv_problems
@@ -280,6 +281,36 @@ def test_a_function_declines_a_problem_and_the_check_is_unsupported(tmp_path, ho
     done = run_cli("sweep", "mb2ic8ih9oc8oh9kh3ph1", "--dtype", "fp16,fp32", "--backend", fn, "--out", str(out), "--quiet")
     statuses = sorted(r["status"] for r in records_of(out))
     assert statuses == ["passed", "unsupported"] and done.returncode == 0, done.stderr
+
+
+def test_a_notimplementederror_a_library_raises_is_the_function_s_error_not_a_decline(tmp_path):
+    """torch's own NotImplementedError (``.view`` of a sparse tensor: raised in C++ under the function's line) is
+    an error naming where it was raised; the function's own ``raise NotImplementedError`` stays a decline. A sweep
+    in which every problem was declined exits 3, as check does."""
+    from convcheck import run_check
+
+    source = tmp_path / "sparse.py"
+    source.write_text("import torch\nimport torch.nn.functional as F\n\n"
+                      "def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+                      "    if input.shape[0] == 2:\n"
+                      "        input.to_sparse().view(-1)\n"
+                      "    return F.conv2d(input, weight, bias, stride, padding, dilation, groups)\n")
+    with pytest.raises(BadInput, match="not by a raise statement"):
+        run_check(parse_descriptor("mb2ic4ih6oc4oh6kh3ph1"), backend=f"{source}:conv", device="cpu", diagnose=0)
+    out = tmp_path / "s.jsonl"
+    done = run_cli("sweep", "mb2ic4ih6oc4oh6kh3ph1", "mb1ic4ih6oc4oh6kh3ph1", "--backend", f"{source}:conv",
+                   "--out", str(out), "--quiet")
+    recs = sorted(records_of(out), key=lambda r: r["status"])
+    assert [r["status"] for r in recs] == ["error", "passed"] and done.returncode == 4, done.stderr
+    assert "NotImplementedError raised in" in recs[0]["message"] and f"{source.name}:6" in recs[0]["message"]
+    declines = tmp_path / "declines.py"
+    declines.write_text("def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+                        "    raise NotImplementedError('nothing here')\n")
+    out = tmp_path / "d.jsonl"
+    done = run_cli("sweep", "mb2ic4ih6oc4oh6kh3ph1", "mb1ic4ih6oc4oh6kh3ph1", "--backend", f"{declines}:conv",
+                   "--out", str(out), "--quiet")
+    assert [r["status"] for r in records_of(out)] == ["unsupported"] * 2 and done.returncode == 3, done.stderr
+    assert "nothing could be checked" in done.stdout + done.stderr
 
 
 def test_a_record_names_the_versions_of_the_packages_your_function_file_imports(tmp_path):

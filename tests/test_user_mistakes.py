@@ -364,3 +364,28 @@ def test_numbers_too_large_and_records_without_a_problem_are_one_line_exit_2(tmp
     done = run_cli("rerun", str(rec), "--index", "1")
     _one_line_exit_2(done)
     assert "the record's problem is null, not a descriptor" in done.stderr
+
+
+def test_no_command_writes_over_a_file_it_reads_or_another_output(tmp_path, sweep_file):
+    """``report F --html F``, ``--junit F`` with F the sweep file (also through a symlink or a hard link), two
+    outputs on one file, an output over your function's file: one line, exit 2, every file unchanged."""
+    import os
+
+    before = sweep_file.read_bytes()
+    link, hard = tmp_path / "link.jsonl", tmp_path / "hard.jsonl"
+    link.symlink_to(sweep_file)
+    os.link(sweep_file, hard)
+    fn = tmp_path / "conv.py"
+    fn.write_text("import torch\ndef conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+                  "    return torch.nn.functional.conv2d(x, w, bias, stride, padding, dilation, groups)\n")
+    source = fn.read_bytes()
+    for argv in (("report", sweep_file, "--html", sweep_file),
+                 ("report", sweep_file, "--html", link),
+                 ("sweep", "mb1ic2ih5oc2oh5kh1ph0", *CPU, "--out", sweep_file, "--resume", "--junit", sweep_file),
+                 ("sweep", "mb1ic2ih5oc2oh5kh1ph0", *CPU, "--out", sweep_file, "--resume", "--junit", hard),
+                 ("sweep", "mb1ic2ih5oc2oh5kh1ph0", "--out", tmp_path / "n.jsonl", "--junit", tmp_path / "n.jsonl"),
+                 ("check", "mb1ic2ih5oc2oh5kh1ph0", "--backend", f"{fn}:conv", "--evidence", fn),
+                 ("shrink", sweep_file, "--index", "1", "--out", link)):
+        _one_line_exit_2(run_cli(*map(str, argv)))
+        assert sweep_file.read_bytes() == before and fn.read_bytes() == source, argv
+    assert not (tmp_path / "n.jsonl").exists()

@@ -123,6 +123,12 @@ def check_conv_function(fn: Callable | Mapping[str, Callable], problems=None, *,
     from ..check.spec import CheckSpec
     from ..campaign.sweep import Item, SweepOptions, SupervisedExecutor, check_item
 
+    from .choices import at_least, chosen
+
+    directions, dtypes, layouts = (chosen("directions", directions), chosen("dtypes", dtypes),
+                                   chosen("layouts", layouts))
+    dims = None if dims is None else chosen("dims", dims)
+    seeds = at_least("seeds", seeds)
     names = _backend_names(fn, directions)
     convention = canonical(convention)
     for name in set(names.values()):  # a declaration or a call that cannot be taken is one error, before any check

@@ -46,11 +46,40 @@ def pytest_configure(config):
 
 
 def _marker_options(marker) -> tuple[object, dict]:
+    """The marker's problems and options; a mistake in them is BadInput naming the argument (:func:`_checked`)."""
+    from ..base.errors import BadInput
+
     if len(marker.args) > 1:
-        raise pytest.UsageError("@pytest.mark.convcheck takes one positional argument, the problems")
+        raise BadInput("takes one positional argument, the problems; the rest by name (directions=..., dtypes=...)")
     kwargs = dict(marker.kwargs)
     problems = marker.args[0] if marker.args else kwargs.pop("problems", None)
     return problems, kwargs
+
+
+def _checked(problems, options: dict) -> tuple[list, dict]:
+    """The marker's problems, and its item axes as tuples of known names; the other options must be
+    :func:`convcheck.check_conv_function`'s. BadInput names the first argument that is not."""
+    import inspect
+
+    from ..base.errors import BadInput
+    from .choices import chosen
+    from .function_check import check_conv_function, problems_from
+
+    takes = set(inspect.signature(check_conv_function).parameters) - {"fn", "problems"}
+    unknown = sorted(set(options) - takes)
+    if unknown:
+        raise BadInput(f"no argument {unknown[0]!r}; it takes problems, {', '.join(sorted(takes))}")
+    axes = {"direction": chosen("directions", options.get("directions", ("fprop",))),
+            "dtype": chosen("dtypes", options.get("dtypes", ("fp32",))),
+            "layout": chosen("layouts", options.get("layouts", ("nchw",)))}
+    return problems_from(problems, options.get("mb")), axes
+
+
+class _Invalid:
+    """A marker that cannot be read: its one item fails, with the line that says why."""
+
+    def __init__(self, message: str):
+        self.message = message
 
 
 def _case_id(case: dict, several: dict) -> str:
@@ -65,15 +94,14 @@ def pytest_generate_tests(metafunc):
     if marker is None or "conv_problem" not in metafunc.fixturenames:
         return
     from ..base.errors import ConvCheckError
-    from .function_check import problems_from
 
-    problems, options = _marker_options(marker)
     try:
-        chosen = problems_from(problems, options.get("mb"))
-    except ConvCheckError as e:
-        raise pytest.UsageError(f"@pytest.mark.convcheck on {metafunc.definition.nodeid}: {e}") from None
-    axes = {"direction": tuple(options.get("directions", ("fprop",))), "dtype": tuple(options.get("dtypes", ("fp32",))),
-            "layout": tuple(options.get("layouts", ("nchw",)))}
+        chosen, axes = _checked(*_marker_options(marker))
+    except ConvCheckError as e:  # this test's item fails, saying why; the session goes on
+        flag = f"{e.option}: " if getattr(e, "option", None) and not str(e).startswith(e.option) else ""
+        invalid = _Invalid(f"@pytest.mark.convcheck on {metafunc.definition.nodeid}: {flag}{e}")
+        metafunc.parametrize("conv_problem", [invalid], ids=["invalid-marker"], indirect=True)
+        return
     cases = [{"problem": p.with_(direction=d, dtype=t), "dtype": t, "layout": lay}
              for p in chosen for d in axes["direction"] for t in axes["dtype"] for lay in axes["layout"]]
     several = {k: len(v) > 1 for k, v in axes.items()}
@@ -84,6 +112,8 @@ def pytest_generate_tests(metafunc):
 def conv_problem(request):
     """The :class:`~convcheck.problem.descriptor.ConvProblem` of this item (``@pytest.mark.convcheck``)."""
     case = getattr(request, "param", None)
+    if isinstance(case, _Invalid):
+        pytest.fail(case.message, pytrace=False)
     if case is None:
         raise pytest.UsageError(f"{request.node.nodeid}: conv_problem and conv_check need @pytest.mark.convcheck(...) "
                                 "naming the problems")

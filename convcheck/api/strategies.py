@@ -31,11 +31,26 @@ from ..base.errors import BadInput
 from ..problem.descriptor import ConvProblem
 
 
-@st.composite
-def conv_problems(draw, dims=(1, 2, 3), max_batch: int = 2, max_channels_per_group: int = 4, max_groups: int = 3,
+def conv_problems(dims=(1, 2, 3), max_batch: int = 2, max_channels_per_group: int = 4, max_groups: int = 3,
                   max_input: int = 10, max_kernel: int = 4, max_stride: int = 3, max_dilation: int = 2,
-                  directions=("fprop",), dtypes=("fp32",), modes=("xcorr",), symmetric: bool = False) -> ConvProblem:
-    """A valid :class:`~convcheck.problem.descriptor.ConvProblem` (see the module's docstring)."""
+                  directions=("fprop",), dtypes=("fp32",), modes=("xcorr",), symmetric: bool = False):
+    """A strategy of valid :class:`~convcheck.problem.descriptor.ConvProblem` (see the module's docstring). Its
+    arguments are read when it is made: a mistake is one BadInput naming the argument, never a health check
+    failing after every draw was rejected."""
+    from .choices import at_least, chosen
+
+    limits = {"max_batch": max_batch, "max_channels_per_group": max_channels_per_group, "max_groups": max_groups,
+              "max_input": max_input, "max_kernel": max_kernel, "max_stride": max_stride, "max_dilation": max_dilation}
+    for name, value in limits.items():
+        at_least(name, value)
+    return _conv_problems(chosen("dims", dims), directions=chosen("directions", directions),
+                          dtypes=chosen("dtypes", dtypes), modes=chosen("modes", modes), symmetric=bool(symmetric),
+                          **limits)
+
+
+@st.composite
+def _conv_problems(draw, dims, max_batch, max_channels_per_group, max_groups, max_input, max_kernel, max_stride,
+                   max_dilation, directions, dtypes, modes, symmetric) -> ConvProblem:
     nd = draw(st.sampled_from(tuple(dims)))
     g = draw(st.integers(1, max_groups))
     axes = []

@@ -16,6 +16,10 @@ The stages, in the order a check goes through them:
 - ``reference``: the reference computes its answer;
 - ``compare``: the magnitudes of the bound and the comparison;
 - ``diagnose``: a failed check's causes are tested (:mod:`convcheck.check.diagnose`).
+
+A check's verdict is known before its diagnosis runs: :func:`verdict` hands the record as it stands then to a
+listener (a supervised worker sends it to its supervisor), so that a diagnosis cut short by the time limit, or
+by a crash, costs the explanation and never the comparison.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ STAGES = ("fill", "build", "plan", "execute", "reference", "compare", "diagnose"
 
 _now: tuple[str | None, str | None] = (None, None)
 _listener: Callable[[str, str | None], None] | None = None
+_verdict_listener: Callable[[dict], None] | None = None
 
 
 def enter(stage: str, plan: str | None = None) -> None:
@@ -51,3 +56,16 @@ def reset() -> None:
     """A new check begins: no stage yet."""
     global _now
     _now = (None, None)
+
+
+def verdict(record: Callable[[], dict]) -> None:
+    """The check in this process has its verdict; what may follow (a diagnosis) adds to it. ``record``: the
+    record as it stands, made only where something listens (:func:`listen_for_verdicts`)."""
+    if _verdict_listener is not None:
+        _verdict_listener(record())
+
+
+def listen_for_verdicts(fn: Callable[[dict], None] | None) -> None:
+    """Call ``fn(record)`` at every :func:`verdict` of this process (None: stop)."""
+    global _verdict_listener
+    _verdict_listener = fn

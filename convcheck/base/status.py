@@ -95,10 +95,16 @@ def of(word) -> Status | None:
         return None
 
 
+#: The statuses of a problem that was checked: its answer was compared, or the code under test ran and misbehaved.
+CHECKED = (Status.PASSED, Status.FAILED, Status.CRASHED, Status.TIMEOUT, Status.MISTRUSTED, Status.KNOWN_FAILURE)
+
+
 def campaign_exit(counts) -> int:
     """A campaign's exit code from its statuses' counts (``{status word: count}``): 1 where the code under
     test failed, crashed or hung; else 2 where input lines were no problems; else 4 where a check met an
-    internal error; else 0 (an unsupported or refused problem is said, not a failure)."""
+    internal error; else 3 where nothing could be checked (every problem unsupported or refused: as ``check``
+    of one such problem exits); else 0 (an unsupported or refused problem beside checked ones is said, not a
+    failure)."""
     present = {s for s in Status if counts.get(s.value)}
     if any(s.failing and s.exit_code == EXIT_MISMATCH for s in present):
         return EXIT_MISMATCH
@@ -106,4 +112,12 @@ def campaign_exit(counts) -> int:
         return EXIT_BAD_INPUT
     if Status.ERROR in present:
         return EXIT_INTERNAL
+    if nothing_checked(counts):
+        return EXIT_UNAVAILABLE
     return EXIT_PASS
+
+
+def nothing_checked(counts) -> bool:
+    """Whether a campaign's problems were all unsupported or refused (some were, none was checked)."""
+    present = {s for s in Status if counts.get(s.value)}
+    return bool(present & {Status.UNSUPPORTED, Status.REFUSED}) and not present & set(CHECKED)

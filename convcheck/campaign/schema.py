@@ -65,7 +65,7 @@ FIELDS = {
     "time_reference_s": _or_none(NUMBER), "time_stages_s": _or_none(OBJECT),
     "backend_info": _or_none(OBJECT), "reference_info": _or_none(OBJECT), "comparison": _or_none(OBJECT),
     "versions": _or_none(OBJECT), "worker": _or_none(OBJECT), "diagnosis": _or_none(OBJECT), "crash": _or_none(OBJECT),
-    "engine": _or_none(TEXT), "engine_index": _or_none(INT), "judged_as": _or_none(TEXT), "engine_pinned": _or_none(TEXT),
+    "cut_short": _or_none(OBJECT), "engine": _or_none(TEXT), "engine_index": _or_none(INT), "judged_as": _or_none(TEXT), "engine_pinned": _or_none(TEXT),
     "algorithm": _or_none(TEXT), "algorithm_fit": _or_none(TEXT), "contract": _or_none(TEXT), "convention": _or_none(TEXT),
     "precision": _or_none(TEXT), "level": _or_none(TEXT), "heuristics": _or_none(TEXTS), "plan_count": _or_none(INT),
     "engines": _or_none(TEXT), "expected_failure_fixed": _or_none(OBJECT), BLOCK: _or_none(TEXT),
@@ -85,6 +85,7 @@ INNER = {
                   "convolutions": _or_none(INT), "computed_by": _or_none(TEXT),
                   "searched_on": _or_none(TEXT)},
     "crash": {"stage": _or_none(TEXT), "plan": _or_none(TEXT)},
+    "cut_short": {"status": _or_none(TEXT), "stage": _or_none(TEXT), "plan": _or_none(TEXT)},
     "expected_failure_fixed": {"line": _or_none(TEXT), "reason": _or_none(TEXT)},
 }
 

@@ -35,7 +35,7 @@ from ..check.pipeline import run_spec
 from ..base.errors import BackendUnavailable, BadInput, ConvCheckError, NotAvailableHere, Unsupported, text_lines
 from ..base.words import counted, nonzero
 from ..problem import lists
-from ..base.status import Status, campaign_exit
+from ..base.status import Status, campaign_exit, nothing_checked
 from . import expectations
 from ..check.memory import TooLarge
 from ..problem.miopen import NotRepresentable, is_miopen_line, parse_miopen_line
@@ -340,7 +340,11 @@ def _finish(recs: list[dict], item: Item, options: SweepOptions, worker: dict | 
 
 def _check_record(item: Item, options: SweepOptions) -> dict:
     result = run_spec(options.with_problem(item.problem), inputs=item.inputs)
-    rec = result.record()
+    return _as_sweep_record(result.record(), options)
+
+
+def _as_sweep_record(rec: dict, options: SweepOptions) -> dict:
+    """A check's record as a sweep keeps it: the sweep's own pinned engine and notes."""
     if options.engine:
         rec["engine_pinned"] = options.engine
     if options.notes:  # the sweep's own reason (say, no GPU) replaces the per-check "asked for"
@@ -434,11 +438,24 @@ def crash_records(item: Item, options: SweepOptions, outcome) -> list[dict]:
     sys.exit, or was left with a broken CUDA context) or ``timeout``, saying what happened
     and where (:class:`convcheck.campaign.workers.Outcome`). In a sweep of every engine it names the
     plan that was running, so that plan's key is the one recorded."""
+    if outcome.verdict is not None and not options.all_engines:
+        return _finish([cut_short(_as_sweep_record(dict(outcome.verdict), options), outcome)], item, options,
+                       outcome.worker)
     rec = _error_record(item, options, outcome.message) | {"status": outcome.status, "crash": outcome.evidence(),
                                                           "time_s": round(outcome.seconds, 6)}
     if options.all_engines and outcome.plan:
         rec["engine"] = outcome.plan
     return _finish([rec], item, options, outcome.worker)
+
+
+def cut_short(rec: dict, outcome) -> dict:
+    """The record a check had at its verdict, where what came after it (its diagnosis) timed out or crashed: the
+    verdict and the comparison stand; the record says what was cut short and how (``cut_short``)."""
+    what = f"the {outcome.stage or 'next'} step after the verdict"
+    rec["cut_short"] = {"status": outcome.status, **outcome.evidence()}
+    said = f"{what} was cut short ({outcome.status}: {outcome.message}); the verdict stands"
+    rec["message"] = f"{rec['message']}; {said}" if rec.get("message") else said
+    return rec
 
 
 def _faulted(recs: list[dict], outcome) -> list[dict]:
@@ -752,6 +769,8 @@ def format_summary(summary: SweepSummary, out: Path | None) -> str:
                         if checked - c["failed"] else ""))
     if summary.stopped_by is not None:
         lines.append(f"  stopped by signal {summary.stopped_by}: every finished record is on disk; --resume continues")
+    elif nothing_checked(summary.whole):
+        lines.append("  nothing could be checked: every problem was unsupported or refused (exit 3)")
     for r in summary.fixed:
         lines.append(f"  FIXED? {record_brief(r)} passed where a failure was expected "
                      f"({r['expected_failure_fixed']['line']}: {r['expected_failure_fixed']['reason']})")

@@ -43,6 +43,7 @@ test's capture). What native code writes to the file descriptors goes where the 
 from __future__ import annotations
 
 import importlib
+import itertools
 import mmap
 import os
 import pickle
@@ -97,6 +98,7 @@ class Task:
     label: str = ""  # what runs, for messages
     cost: float = 0.0  # its work, in any unit the caller keeps to (a convolution's multiply-adds): see _batch
     threads: int | None = None  # torch's threads in the worker while it runs (None: the worker's own count)
+    key: int = 0  # given when it is sent: its answer carries it back (answers are matched by key, not by order)
 
 
 @dataclass
@@ -113,6 +115,7 @@ class Outcome:
     signal: str | None = None
     exit_code: int | None = None
     fault: str | None = None  # done, but the worker's CUDA context was left broken
+    verdict: dict | None = None  # crashed / timeout after the check had its verdict: the record as it stood then
     seconds: float = 0.0
     worker: dict = field(default_factory=dict)
 
@@ -388,6 +391,9 @@ class _Worker:
         self.born = time.monotonic()
         self.ready = False
         self.sent: deque[Task] = deque()
+        self.missing: list[Task] = []  # tasks the worker answered past without answering (:func:`_answered`)
+        self.warned_twice = False
+        self.verdicts: dict = {}  # task key -> the record it sent at its verdict (:func:`convcheck.base.stages.verdict`)
         self.answered = 0  # tasks this worker began and answered (done, raised or exited), in order
         self.watched = (0, 0.0)  # (tasks begun, when this supervisor saw that count first): see now_running
         self.gpu = env.get("CUDA_VISIBLE_DEVICES") if boot.get("gpu") is not None else None
@@ -424,7 +430,9 @@ class _Worker:
     def give(self, tasks: list[Task], functions: dict) -> None:
         """Send ``tasks`` in one message; with them go the user functions registered since this worker started."""
         new = {k: v for k, v in functions.items() if self.functions.get(k) != v}
-        self.conn.send(([(t.fn, t.args, t.threads) for t in tasks], new))
+        for t in tasks:
+            t.key = next(_KEYS)
+        self.conn.send(([(t.key, t.fn, t.args, t.threads) for t in tasks], new))
         self.sent.extend(tasks)
         self.functions.update(new)
 
@@ -469,6 +477,27 @@ class _Worker:
 #: (a fifth of a second of a core more per worker otherwise). Importing them touches no CUDA; the one thread
 #: they start is the pool of NumPy's OpenBLAS (:func:`zygote_main` says why a fork is safe with it).
 WARM = ("torch", "convcheck.campaign.sweep")
+
+
+#: Task keys, unique in this process: an answer names the task it answers.
+_KEYS = itertools.count(1)
+
+
+def _answered(w: "_Worker", key) -> Task | None:
+    """The task of ``w`` that an answer with ``key`` answers, taken off what ``w`` holds. Tasks sent before it and
+    not answered yet can only have been skipped by the worker's loop: they go back to the front of nothing, they
+    are said to be missing (:attr:`_Worker.missing`) and the caller records them. An answer whose key ``w`` does not
+    hold (a second answer to one task) is said once on stderr and ignored."""
+    at = next((i for i, t in enumerate(w.sent) if t.key == key), None)
+    if at is None:
+        if not w.warned_twice:
+            w.warned_twice = True
+            print(f"convcheck: worker {w.number} sent an answer for a task it was not running (key {key!r}): "
+                  "ignored; every task keeps its first answer", file=sys.stderr)
+        return None
+    for _ in range(at):
+        w.missing.append(w.sent.popleft())
+    return w.sent.popleft()
 
 
 class Supervisor:
@@ -595,7 +624,8 @@ class Supervisor:
         stage, plan = w.stage
         return Outcome(task.tag, "crashed", message=f"the worker process {words} {where(stage, plan)}, "
                        f"after {seconds:.2f} s" + (f" ({task.label})" if task.label else ""),
-                       stage=stage, plan=plan, signal=sig, exit_code=exit_code, seconds=seconds, worker=w.info)
+                       stage=stage, plan=plan, signal=sig, exit_code=exit_code, seconds=seconds, worker=w.info,
+                       verdict=w.verdicts.pop(task.key, None))
 
     def _timed_out(self, w: _Worker, task: Task, queue: deque) -> Outcome:
         """``task``, which ``w`` was running past its limit: the worker is killed, the task's outcome is ``timeout``."""
@@ -605,7 +635,7 @@ class Supervisor:
         stage, plan = w.stage
         return Outcome(task.tag, "timeout", message=f"still running after {task.timeout_s:g} s {where(stage, plan)}"
                        + (f" ({task.label})" if task.label else "") + "; its worker was killed",
-                       stage=stage, plan=plan, seconds=seconds, worker=w.info)
+                       stage=stage, plan=plan, seconds=seconds, worker=w.info, verdict=w.verdicts.pop(task.key, None))
 
     def _message(self, w: _Worker, msg) -> Outcome | None:
         kind = msg[0]
@@ -621,9 +651,16 @@ class Supervisor:
             w.ready, w.pid = True, msg[1]
             self.failed_starts, self.started_any = 0, True
             return None
-        task = w.sent.popleft()
+        if kind == "verdict":  # the running task's record at its verdict: its outcome's, should it never answer
+            w.verdicts[msg[1]] = msg[2]
+            return None
+        task = _answered(w, msg[1])
+        if task is None:
+            return None
+        w.verdicts.pop(task.key, None)
         if kind == "skipped":  # the supervisor is stopping: it never began
             return None
+        msg = (kind, *msg[2:])
         w.answered += 1
         seconds = time.monotonic() - w.started
         if kind == "done":
@@ -700,6 +737,10 @@ class Supervisor:
                             yield out
                         break
                     out = self._message(w, msg)
+                    for lost in w.missing:  # answered past: never run, or run by a process that could not answer
+                        yield Outcome(lost.tag, "crashed", message="no answer came back for it: its worker answered "
+                                      "a later task first" + (f" ({lost.label})" if lost.label else ""), worker=w.info)
+                    w.missing.clear()
                     if out is not None:
                         if out.status == "done" and not out.fault and fault_in is not None:
                             out.fault = fault_in(out.value)
@@ -902,7 +943,7 @@ def _call(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _send_exception(conn: Connection, e: BaseException) -> None:
+def _send_exception(conn: Connection, key: int, e: BaseException) -> None:
     from ..base import stages
 
     text = f"{type(e).__name__}: {e}"
@@ -911,7 +952,7 @@ def _send_exception(conn: Connection, e: BaseException) -> None:
         pickle.dumps(payload)
     except Exception:  # noqa: BLE001
         payload = None
-    conn.send(("raised", payload, text, *stages.current()))
+    conn.send(("raised", key, payload, text, *stages.current()))
 
 
 #: The signals whose default action ends a process, that a handler can catch: what a function under test may
@@ -983,8 +1024,9 @@ def worker_main(fd: int, parent: int, board_fd: int) -> int:
     own = now = torch.get_num_threads() if torch is not None else None  # a task may ask for fewer (Task.threads)
     user_function.receive(boot.get("functions") or {})
     stages.listen(board.enter)
+    worker = os.getpid()
     try:
-        conn.send(("ready", os.getpid()))
+        conn.send(("ready", worker))
     except OSError:  # the supervisor gave this worker up before its zygote forked it
         _quick_exit(0)
     while True:
@@ -996,23 +1038,26 @@ def worker_main(fd: int, parent: int, board_fd: int) -> int:
             _quick_exit(0)
         tasks, functions = msg
         user_function.receive(functions)
-        for fn, args, threads in tasks:
+        for key, fn, args, threads in tasks:
             if board.stopping():
-                conn.send(("skipped",))
+                conn.send(("skipped", key))
                 continue
             if own is not None and (threads or own) != now:
                 now = threads or own
                 torch.set_num_threads(now)
             stages.reset()
+            stages.listen_for_verdicts(lambda record, key=key: _send_verdict(conn, key, record, worker))
             board.begin()
-            if answer(conn, fn, args):
+            if answer(conn, key, fn, args, worker):
                 _quick_exit(3)  # a broken CUDA context serves no later check
 
 
-def answer(conn, fn: str, args: tuple) -> str | None:
-    """Run one task and send its outcome back; returns the sticky CUDA error it left in this process
-    (None: none), however the task ended: returned, raised or exited. A worker whose context is broken
-    is replaced, so that the next task does not fail in a dead context and get the blame."""
+def answer(conn, key: int, fn: str, args: tuple, worker: int | None = None) -> str | None:
+    """Run one task and send its outcome back, with its ``key``; returns the sticky CUDA error it left in this
+    process (None: none), however the task ended: returned, raised or exited. A worker whose context is broken
+    is replaced, so that the next task does not fail in a dead context and get the blame. ``worker``: the worker's
+    pid; a process that is not it (a child the function under test forked, returning from it) ends at once and
+    sends nothing: only the worker answers."""
     from ..base import stages
 
     streams = sys.stdout, sys.stderr
@@ -1020,19 +1065,39 @@ def answer(conn, fn: str, args: tuple) -> str | None:
     try:
         value = _call(fn)(*args)
     except SystemExit as e:
-        conn.send(("exited", e.code, *stages.current()))
+        _only_the_worker(worker)
+        conn.send(("exited", key, e.code, *stages.current()))
         return cuda_fault()
     except BaseException as e:  # noqa: BLE001 - whatever the task lets out goes back to the supervisor
-        _send_exception(conn, e)
+        _only_the_worker(worker)
+        _send_exception(conn, key, e)
         return cuda_fault()
     finally:
         sys.stdout, sys.stderr = streams
+    _only_the_worker(worker)
     fault = cuda_fault()
     try:
-        conn.send(("done", value, fault, *stages.current()))
+        conn.send(("done", key, value, fault, *stages.current()))
     except (pickle.PicklingError, TypeError, AttributeError) as e:
-        _send_exception(conn, RuntimeError(f"the task's answer could not be sent back: {e}"))
+        _send_exception(conn, key, RuntimeError(f"the task's answer could not be sent back: {e}"))
     return fault
+
+
+def _send_verdict(conn, key: int, record: dict, worker: int) -> None:
+    """A check's record as it stands at its verdict, to the supervisor (kept there until the task's own answer)."""
+    if os.getpid() != worker:
+        return
+    try:
+        conn.send(("verdict", key, record))
+    except (pickle.PicklingError, TypeError, AttributeError):
+        pass  # a record that cannot travel: the final answer still can be tried
+
+
+def _only_the_worker(worker: int | None) -> None:
+    """End at once, silently, in a process that is not the worker: a child the function under test forked, which
+    returned from it into the worker's loop (its answer would be a second one, or another task's)."""
+    if worker is not None and os.getpid() != worker:
+        os._exit(0)
 
 
 class _Forward:
@@ -1042,10 +1107,10 @@ class _Forward:
     encoding, errors = "utf-8", "replace"
 
     def __init__(self, conn: Connection, number: int):
-        self.conn, self.number = conn, number
+        self.conn, self.number, self.pid = conn, number, os.getpid()
 
     def write(self, text: str) -> int:
-        if text:
+        if text and os.getpid() == self.pid:  # a child the function forked writes nothing on the worker's connection
             self.conn.send(("out", self.number, str(text)))
         return len(text)
 

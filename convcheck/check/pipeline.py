@@ -470,6 +470,7 @@ def conclude(result: CheckResult, spec, asked, ours, ref, inputs: ConvInputs, cl
     if result.status == "failed" and "plan_index" in said and "numerical_notes" not in said:
         _judge_by_the_plan(result, asked, ours, ref, inputs, spec.heuristics)
     if result.status == "failed" and spec.diagnose != 0:
+        stages.verdict(result.record)  # the comparison, kept wherever the diagnosis ends
         stages.enter("diagnose")
         _diagnose(result, ours, ref, inputs, spec.diagnose)
         if hint and result.diagnosis is not None and result.message == hint:

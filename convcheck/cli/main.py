@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from ..base.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, WRITE_FAILURES, BadInput, ConvCheckError,
-                           one_line, writable_file, writing)
+from ..base.errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_MISMATCH, EXIT_UNAVAILABLE, WRITE_FAILURES, BadInput,
+                           ConvCheckError, one_line, writable_file, writing)
 from ..numerics.bound import BOUNDS, DEFAULT_LEVEL, LEVELS
 from ..check.pipeline import STORED_REFERENCES
 from ..check.engines import ENGINE_REFERENCES
@@ -534,6 +534,8 @@ def _passes(args, passes, out: Path, items_of) -> int:
         if sbs.several(records):
             print(f"\nside by side ({len(records)} records{f' in {args.out}' if args.out else ''}):")
             print(sbs.table(records))
+    if not unavailable and any(c != EXIT_UNAVAILABLE for c in codes):
+        codes = [c for c in codes if c != EXIT_UNAVAILABLE]  # a pass that checked nothing beside ones that did: said
     return max(codes)
 
 
@@ -653,6 +655,13 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
     status = "crashed" if out.status == "done" else out.status
     message = (f"the check left its worker's CUDA context broken (a sticky error: {out.fault})"
                if out.status == "done" else out.message)
+    if out.verdict is not None:  # the check had its verdict before what was cut short: it stands
+        v = out.verdict
+        print(f"{str(v.get('status', '?')).upper()}: {v.get('outside')} of {v.get('total')} outputs outside tolerance "
+              f"(largest error/allowed {v.get('bound_ratio')}); the {out.stage or 'next'} step after the verdict was "
+              f"cut short")
+        if getattr(args, "json", False):
+            print(json.dumps(v | {"cut_short": {"status": status, **out.evidence()}}, default=str))
     print(f"convcheck: {status}: {message}", file=sys.stderr)
     if said is not None:
         print(said(status), file=sys.stderr)
@@ -816,6 +825,9 @@ def main(argv=None) -> int:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        from .paths import refuse_output_over_input
+
+        refuse_output_over_input(args)
         _start_workers_early(args)
         return COMMANDS[args.command](args)
     except ConvCheckError as e:

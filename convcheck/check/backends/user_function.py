@@ -100,9 +100,15 @@ class UserFunction:
             # a worker ignores the user's Ctrl-C: the function raised it itself
             raise BadInput(f"your function {self.name} raised KeyboardInterrupt (on {problem.descriptor()}, "
                            f"{problem.direction} {problem.dtype})", option="backend") from None
-        except NotImplementedError as e:  # ... or in Python's
+        except NotImplementedError as e:  # ... or in Python's, raised by the function's own file
             said = str(e).strip().splitlines()[0] if str(e).strip() else "NotImplementedError"
-            raise Unsupported(self.name, f"your function declined it: {said}") from None
+            deeper = raised_elsewhere(e, self.source)
+            if deeper is None:
+                raise Unsupported(self.name, f"your function declined it: {said}") from None
+            said = said if len(said) <= 200 else said[:200] + "..."
+            raise BadInput(f"your function {self.name} failed: NotImplementedError raised in {deeper}: {said} (not a "
+                           f"decline: that is convcheck.Unsupported, or a raise statement of your function's file) "
+                           f"(on {problem.descriptor()}, {problem.direction} {problem.dtype})", option="backend") from None
         except Exception as e:
             if out_of_memory(e):
                 raise  # the check did not fit: the pipeline records it as refused, with its figures
@@ -114,6 +120,47 @@ class UserFunction:
         return out, {"called_with": call.as_dict(), **({"convention": called_as.text} if called_as else {}), "implementation": f"your function {self.name}", "function": self.name, "sha256": self.sha256,
                      "source": self.source, "device": str(out.device), "dtype": str(storage).replace("torch.", ""),
                      "x_strides": None if x is None else list(x.stride()), "result_strides": list(out.stride())}
+
+
+def raised_elsewhere(e: BaseException, source: str) -> str | None:
+    """Where ``e`` came from ("file:line", and how), where that is not a ``raise`` statement of the function's own
+    file ``source``: a library's Python code, or a call on one of the file's lines into compiled code (torch's
+    "Could not run 'aten::view' with arguments from the 'SparseCPU' backend" is raised by C++ under the line that
+    called ``.view``). None where the file raised it itself, or where its file is not known (a decline, as the
+    function says)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or not source:
+        return None
+    where, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    if not _same_path(where, source):
+        return f"{where}:{line}"
+    if line in _raise_lines(os.path.realpath(source)):
+        return None
+    return f"{where}:{line} (by what that line calls, not by a raise statement)"
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+@functools.lru_cache(maxsize=64)
+def _raise_lines(path: str) -> frozenset:
+    """The lines of the file at ``path`` that belong to a ``raise`` statement (read as text, never run)."""
+    import ast
+
+    try:
+        tree = ast.parse(open(path, encoding="utf-8", errors="replace").read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(n for node in ast.walk(tree) if isinstance(node, ast.Raise)
+                     for n in range(node.lineno, (node.end_lineno or node.lineno) + 1))
 
 
 def _as_result(name: str, problem: ConvProblem, out, storage, call: "Call"):
