@@ -152,3 +152,36 @@ def test_report_re_runs_in_a_worker_and_runs_a_record_s_code_only_when_trusted(t
     source.write_text(source.read_text() + "\n# edited\n")
     done = run_cli("rerun", str(out), "--index", "1", "--trust-backend")
     assert "which CHANGED since the record" in done.stderr and done.returncode in (0, 1), done.stderr
+
+
+def test_a_file_system_that_cannot_lock_is_said_with_the_way_out(tmp_path, monkeypatch):
+    """NFS without lockd or a FUSE mount answers flock with ENOLCK or EOPNOTSUPP (flock(2)): said as such, with
+    CONVCHECK_UNLOCKED and its risk; never "being written by" a process that does not exist."""
+    import errno
+    import fcntl
+
+    from convcheck.campaign import records
+
+    for code in (errno.ENOLCK, errno.EOPNOTSUPP):
+        def no_lock(fd, op, code=code):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(fcntl, "flock", no_lock)
+        with pytest.raises(BadInput, match="cannot lock files") as said:
+            with one_writer(tmp_path / "r.jsonl"):
+                pass
+        assert records.UNLOCKED in str(said.value) and "being written by" not in str(said.value)
+        monkeypatch.setenv(records.UNLOCKED, "1")
+        with one_writer(tmp_path / "r.jsonl"):
+            pass
+        monkeypatch.delenv(records.UNLOCKED)
+
+
+def test_an_out_that_is_no_regular_file_is_refused_before_anything_runs(tmp_path):
+    """A FIFO with no reader would hang the sweep; /dev/null and /dev/stdout fail fsync: refused in one line."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for target in (fifo, "/dev/null"):
+        done = run_cli("sweep", "mb1ic2ih5oc2oh5kh1ph0", "--out", str(target), "--quiet")
+        assert done.returncode == 2 and "expected a regular file" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1

@@ -344,3 +344,31 @@ def test_two_sweeps_under_two_values_of_a_named_variable_are_two_checks(tmp_path
     assert recs[0]["key"] != recs[1]["key"]
     rerun = run_cli("rerun", str(out), "--index", "2", "--trust-backend", "--json", env={"MY_SWITCH": "b", "KERAS_BACKEND": "jax"}, cwd=REPO)
     assert rerun.returncode == 0 and json.loads(rerun.stdout.strip().splitlines()[-1])["environment"] == recs[1]["environment"], rerun.stderr
+
+
+def _aligned_or_raise(*arrays):
+    for a in arrays:
+        address = a.data_ptr() if isinstance(a, torch.Tensor) else a.ctypes.data
+        if address % 64:
+            raise ValueError(f"Data is not aligned to 64 bytes (address {address} % 64 = {address % 64})")
+
+
+def aligned_torch(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    _aligned_or_raise(input, weight)
+    return F.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def aligned_numpy(x, w, stride=1, padding=0, dilation=1, groups=1):
+    _aligned_or_raise(x, w)
+    y = F.conv2d(torch.from_numpy(np.ascontiguousarray(x).astype(np.float32)),
+                 torch.from_numpy(np.ascontiguousarray(w).astype(np.float32)), None, stride, padding, dilation, groups)
+    return y.numpy().astype(x.dtype)
+
+
+def test_inputs_reach_a_function_aligned_to_64_bytes_as_framework_allocators_align_them():
+    """A kernel that refuses data not aligned to 64 bytes (TVM does) passes every type, layout and convention."""
+    problems = ["mb1ic3ih5oc2oh5kh3ph1", "mb2ic5ih7oc3oh7kh3ph1"]
+    recs = check_conv_function(aligned_torch, problems, dtypes=("fp32", "fp16", "bf16"), layouts=("nchw", "nhwc"))
+    assert {r["status"] for r in recs} == {"passed"}, [r.get("message") for r in recs]
+    recs = check_conv_function(aligned_numpy, problems, dtypes=("fp32", "fp16"), convention="numpy")
+    assert {r["status"] for r in recs} == {"passed"}, [r.get("message") for r in recs]

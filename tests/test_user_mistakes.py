@@ -389,3 +389,16 @@ def test_no_command_writes_over_a_file_it_reads_or_another_output(tmp_path, swee
         _one_line_exit_2(run_cli(*map(str, argv)))
         assert sweep_file.read_bytes() == before and fn.read_bytes() == source, argv
     assert not (tmp_path / "n.jsonl").exists()
+
+
+def test_check_and_rerun_show_a_name_s_escape_sequences_escaped(tmp_path):
+    """A problem's name is data: its escape sequence (recolouring the terminal here) is shown as \\x1b, in check's
+    report and in rerun's, and kept as written in the record."""
+    name = 'mb1ic2ih5oc2oh5kh3ph1n"a\x1b[31mred"'
+    done = run_cli("check", name, *CPU)
+    assert done.returncode == 0 and "\x1b" not in done.stdout + done.stderr and "\\x1b[31mred" in done.stdout
+    out = tmp_path / "s.jsonl"
+    assert run_cli("sweep", name, *CPU, "--plant", "flip", "--diagnose", "0", "--out", str(out), "--quiet").returncode == 1
+    assert "\x1b" in records_of(out)[0]["problem"]
+    again = run_cli("rerun", str(out), "--index", "1")
+    assert "\x1b" not in again.stdout + again.stderr and "\\x1b[31mred" in again.stdout

@@ -115,11 +115,22 @@ def writable_file(path, option: str | None):
 
     if path is None:
         return None
+    import stat
+
     p = Path(path)
     if p.is_dir():
         raise BadInput(f"{path}: is a folder; expected a file name", option=option)
     if not p.parent.is_dir():
         raise BadInput(f"{path}: folder {p.parent} does not exist", option=option)
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        mode = None  # not there yet (or a dangling link): it is created as a file
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise BadInput(f"{path}: is {kind}; expected a regular file (records and pages are written to disk, "
+                       "synced, and read back)", option=option)
     return p
 
 

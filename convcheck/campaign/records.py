@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import hashlib
+import errno
 import json
 import os
 import sys
@@ -201,6 +202,10 @@ def _holder(path: Path) -> str:
     return "another process"
 
 
+#: Set (to anything) in the environment, one_writer takes no lock: for a file system without ``flock``.
+UNLOCKED = "CONVCHECK_UNLOCKED"
+
+
 @contextlib.contextmanager
 def one_writer(out: Path):
     """``out`` written by this process alone while the block runs: an exclusive lock on the file (``flock``)
@@ -223,11 +228,16 @@ def one_writer(out: Path):
     created = not out.exists()
     f = open(out, "a", encoding="utf-8")
     try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+        if not os.environ.get(UNLOCKED):
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
         f.close()
-        raise BadInput(f"{out} is being written by {_holder(out)} (a sweep, hunt or shrink); wait for it to end, "
-                       "or write to another file", option="out") from None
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise BadInput(f"{out} is being written by {_holder(out)} (a sweep, hunt or shrink); wait for it to end, "
+                           "or write to another file", option="out") from None
+        raise BadInput(f"{out}: its file system cannot lock files (flock: {e.strerror or e}); write it on a local "
+                       f"disk, or set {UNLOCKED}=1 to write without a lock (then nothing stops a second sweep on this "
+                       "file from mixing its records into this one's)", option="out") from None
     _HELD[key] = [f, 1]
     try:
         yield

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..base.errors import writing
+from ..base.errors import shown, writing
 from ..campaign.schema import record_json
 from ..check.pipeline import CheckResult
 from ..numerics.probable import NOT_RULED_OUT
@@ -107,6 +107,12 @@ def _frontend_text(v: dict) -> str:
 
 
 def report_text(result: CheckResult) -> str:
+    """The check's report for a terminal: every text in it from the problem, a record or a message shown safely
+    (:func:`convcheck.base.errors.shown`: a name's escape sequences as ``\\x1b``)."""
+    return shown(_report_text(result))
+
+
+def _report_text(result: CheckResult) -> str:
     p, plan, c = result.problem, result.plan, result.comparison
     v = result.versions
     lines = [

@@ -186,9 +186,15 @@ def _ask_torch(problem: ConvProblem, device: str):
     return Computes(f"torch {name}{where}", why, staging_for(problem))
 
 
+#: The alignment, in bytes, of every tensor an implementation under test is handed: what framework allocators give
+#: (torch's CPU allocator and CUDA's 64 bytes and more); a kernel may require it (TVM refuses data that is not).
+ALIGNMENT = 64
+
+
 def as_checked(problem: ConvProblem, inputs, device: str):
     """(x, w, dy, bias) as torch tensors on ``device`` in the checked storage type, stored
-    channels-last where the problem asks (what any implementation under test is handed)."""
+    channels-last where the problem asks, each at an address a multiple of :data:`ALIGNMENT` (what any
+    implementation under test is handed: NumPy's arrays, which torch would share, are aligned to 16 bytes)."""
     import torch
 
     storage = dtypes.torch_dtype(problem.dtype)
@@ -199,7 +205,8 @@ def as_checked(problem: ConvProblem, inputs, device: str):
             return None
         t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))  # inputs drawn on a GPU stay there
         t = t.to(device=device, dtype=storage)
-        return to_layout(t, channels_last) if t.dim() > 2 else t
+        t = to_layout(t, channels_last) if t.dim() > 2 else t
+        return t if t.data_ptr() % ALIGNMENT == 0 else t.clone(memory_format=torch.preserve_format)
 
     return put(inputs.x), put(inputs.w), put(inputs.dy), put(inputs.bias)
 
