@@ -372,3 +372,53 @@ def test_inputs_reach_a_function_aligned_to_64_bytes_as_framework_allocators_ali
     assert {r["status"] for r in recs} == {"passed"}, [r.get("message") for r in recs]
     recs = check_conv_function(aligned_numpy, problems, dtypes=("fp32", "fp16"), convention="numpy")
     assert {r["status"] for r in recs} == {"passed"}, [r.get("message") for r in recs]
+
+
+class _DLPackLies:
+    shape = (1, 2, 5, 5)
+
+    def __dlpack__(self, stream=None):
+        raise KeyError("dlpack key")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class _ArrayGivesAList:
+    shape = (1, 2, 5, 5)
+
+    def __array__(self, dtype=None, copy=None):
+        return [[1.0]]
+
+
+class _OnAGpu:
+    shape = (1, 2, 5, 5)
+
+    def __dlpack__(self, stream=None):
+        raise BufferError("no CUDA here")
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+LIES = {
+    "dlpack_raises": (lambda: _DLPackLies(), "its __dlpack__ failed (KeyError"),
+    "object_array": (lambda: np.empty((1, 2, 5, 5), dtype=object), "of dtype object; expected numbers"),
+    "array_gives_a_list": (lambda: _ArrayGivesAList(), "whose __array__ raised ValueError: object __array__ method not"),
+    "dlpack_on_a_gpu": (lambda: _OnAGpu(), "its DLPack says it is on device type 2"),
+    "meta_tensor": (lambda: torch.empty((1, 2, 5, 5), device="meta"), "a tensor on the meta device"),
+    "huge_broadcast": (lambda: np.broadcast_to(np.float32(0), (1 << 20, 1 << 20, 5, 5)), "returned shape (1048576, 1048576"),
+}
+
+
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_an_answer_that_is_no_readable_array_is_refused_saying_what_the_function_returned(lie):
+    """Refused before anything is allocated from it (a 4 TiB broadcast view by its shape alone), with a message
+    that says the function returned it: an error record, never a library's own error."""
+    make, says = LIES[lie]
+
+    def lying(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        return make()
+
+    (rec,) = check_conv_function(lying, ["mb1ic2ih5oc2oh5kh3ph1"])
+    assert rec["status"] == "error" and "returned" in rec["message"] and says in rec["message"], rec["message"]

@@ -38,24 +38,64 @@ def to_torch(array: Any):
         raise
 
 
+def declared_shape(out: Any) -> tuple | None:
+    """The shape an answer says it has (``.shape``, as every array library has one), read without touching its
+    values; None where it says none that is a tuple of integers."""
+    try:
+        shape = tuple(int(n) for n in out.shape)
+    except Exception:  # noqa: BLE001 - no shape, or one that is no tuple of integers
+        return None
+    return shape
+
+
+class NotAnAnswer(ValueError):
+    """What a function returned is not an array of numbers convcheck can read: the text says what it is."""
+
+
+def _numbers(array: np.ndarray, said: str) -> np.ndarray:
+    if array.dtype.kind not in "fiubc" and array.dtype.name != "bfloat16":
+        raise NotAnAnswer(f"{said} of dtype {array.dtype}; expected numbers")
+    return array
+
+
 def answer_tensor(out: Any):
     """Any library's array, as a torch tensor: a torch tensor as it is, a NumPy array through
     :func:`to_torch`, anything else that speaks DLPack (JAX, CuPy, TensorFlow, MLX, PaddlePaddle) through
     ``torch.from_dlpack`` (no copy where the producer allows it), and what offers only ``__array__``
-    through NumPy. None for an object that is no array (a list, a number, None)."""
+    through NumPy. None for an object that is no array (a list, a number, None). An answer that claims to be
+    an array and is not one convcheck can read (a tensor on the meta device, an object array, a ``__dlpack__``
+    or ``__array__`` that fails or gives something else, a DLPack device torch cannot reach) is
+    :class:`NotAnAnswer`, saying what it is, before anything is allocated from it."""
     import torch
 
     if isinstance(out, torch.Tensor):
+        if out.device.type == "meta":
+            raise NotAnAnswer("a tensor on the meta device, which holds no values")
         return out
     if isinstance(out, np.ndarray):
-        return to_torch(np.ascontiguousarray(out))
+        return to_torch(np.ascontiguousarray(_numbers(out, "a NumPy array")))
+    kind = type(out).__name__
+    why = None
     if hasattr(out, "__dlpack__"):
         try:
             return torch.from_dlpack(out)
-        except (BufferError, TypeError, RuntimeError, ValueError):
-            pass  # a type or a device torch does not take by DLPack: through NumPy, below
+        except Exception as e:  # noqa: BLE001 - whatever the producer raises, the answer is refused with it
+            why = f"its __dlpack__ failed ({type(e).__name__}: {str(e).strip()[:200]})"
+            device = getattr(out, "__dlpack_device__", None)
+            try:
+                code, index = device() if callable(device) else (None, None)
+            except Exception:  # noqa: BLE001
+                code, index = None, None
+            if code not in (None, 1):  # kDLCPU is 1: torch here cannot reach the device the array says it is on
+                why = f"its DLPack says it is on device type {code} (index {index}), which torch here cannot read"
     if hasattr(out, "__array__"):
-        return to_torch(np.ascontiguousarray(np.asarray(out)))
+        try:
+            array = np.asarray(out)
+        except Exception as e:  # noqa: BLE001
+            raise NotAnAnswer(f"a {kind} whose __array__ raised {type(e).__name__}: {str(e).strip()[:200]}") from None
+        return to_torch(np.ascontiguousarray(_numbers(array, f"a {kind} whose __array__ gave an array")))
+    if why is not None:
+        raise NotAnAnswer(f"a {kind}: {why}")
     return None
 
 
