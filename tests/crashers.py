@@ -133,3 +133,12 @@ def verdict_then_hangs(status: str):
     stages.verdict(lambda: {"status": status, "outside": 3, "total": 9, "bound_ratio": 124.0, "message": ""})
     stages.enter("diagnose")
     time.sleep(600)
+
+
+def chatty(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """Writes to stdout and stderr for a few seconds, as a verbose kernel does: output its supervisor relays."""
+    for i in range(30):
+        print("working", i)
+        sys.stderr.write("still working\n")
+        time.sleep(0.1)
+    return _torch(input, weight, bias, stride, padding, dilation, groups)

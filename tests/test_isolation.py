@@ -521,3 +521,28 @@ def test_after_a_crash_the_next_worker_is_forked_from_the_same_zygote_which_ends
         assert len({outs[i].value for i in (0, 2, 4)}) == 3  # a fresh worker after each crash
         assert zygote.proc.poll() is None  # the one zygote served all three
     assert zygote.proc.poll() is not None and not sup.zygotes
+
+
+def test_workers_of_a_killed_supervisor_end_quietly(tmp_path):
+    """SIGKILL of the sweep's own process while its workers run a chatty function: the zygote and the workers end
+    on their own, and none prints a traceback on the terminal they share with the user."""
+    err = tmp_path / "err.txt"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(err, "w") as stream:
+        sup = subprocess.Popen([sys.executable, "-m", "convcheck", "sweep", "mb1ic2ih5oc2oh5kh3ph1", "mb2ic2ih5oc2oh5kh3ph1",
+                                "--backend", f"{CRASHERS}:chatty", "--out", str(tmp_path / "s.jsonl"), "--jobs", "2"],
+                               stdout=subprocess.DEVNULL, stderr=stream, env=env)
+        deadline = time.monotonic() + 60
+        while "still working" not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        children = [int(p) for p in subprocess.run(["pgrep", "-P", str(sup.pid)], capture_output=True,
+                                                   text=True).stdout.split()]
+        sup.kill()
+        sup.wait()
+        deadline = time.monotonic() + 30
+        while any(os.path.exists(f"/proc/{p}") for p in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    time.sleep(1.0)
+    said = err.read_text()
+    assert "Traceback" not in said and "Error" not in said.replace("still working", ""), said[-2000:]
+    assert children and not any(os.path.exists(f"/proc/{p}") for p in children)

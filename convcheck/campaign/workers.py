@@ -1179,10 +1179,13 @@ def zygote_main(ctrl_fd: int, supervisor: int) -> int:
                 break
             if pid == 0:
                 break
-            ctrl.send(_Zygote.MESSAGE.pack(b"X", pid, status))
+            _to_supervisor(ctrl, _Zygote.MESSAGE.pack(b"X", pid, status))
         if ctrl not in ready:
             continue
-        message, fds, _, _ = socket.recv_fds(ctrl, 64, 2)
+        try:
+            message, fds, _, _ = socket.recv_fds(ctrl, 64, 2)
+        except OSError:  # the supervisor is gone (killed): nothing to serve, nothing to say
+            os._exit(0)
         if not message:  # the supervisor closed its end
             os._exit(0)
         worker_fd, board_fd = fds
@@ -1201,6 +1204,8 @@ def zygote_main(ctrl_fd: int, supervisor: int) -> int:
                 ctrl.close()
                 os.setsid()
                 code = worker_main(worker_fd, zygote, board_fd)
+            except (BrokenPipeError, ConnectionResetError, EOFError):
+                pass  # the supervisor's end is gone (it was killed): nobody to answer, nothing to tell the terminal
             except BaseException:  # noqa: BLE001 - whatever happens, the worker never returns into this loop
                 import traceback
 
@@ -1208,7 +1213,15 @@ def zygote_main(ctrl_fd: int, supervisor: int) -> int:
             _quick_exit(code)
         os.close(worker_fd)
         os.close(board_fd)
-        ctrl.send(_Zygote.MESSAGE.pack(b"F", pid, 0))
+        _to_supervisor(ctrl, _Zygote.MESSAGE.pack(b"F", pid, 0))
+
+
+def _to_supervisor(ctrl, message: bytes) -> None:
+    """The zygote's word to its supervisor; where the supervisor is gone, the zygote ends, quietly."""
+    try:
+        ctrl.send(message)
+    except OSError:
+        os._exit(0)
 
 
 if __name__ == "__main__":
