@@ -138,6 +138,19 @@ def test_a_torn_tail_is_set_aside_never_glued_to(sweep_file):
     assert len(recs) == 4
 
 
+def test_a_resume_on_a_full_disk_names_the_file_and_keeps_the_torn_fragment(sweep_file):
+    """The fragment is written (and synced) beside the file before the file loses it: where that write fails
+    (the kernel's ENOSPC, from /dev/full), the command names the file in one line and both are as they were."""
+    text = sweep_file.read_text()
+    torn = text + text.splitlines()[0][:40]
+    sweep_file.write_text(torn)
+    (sweep_file.parent / "s.jsonl.torn").symlink_to("/dev/full")
+    done = run_cli("sweep", "mb1ic4ih6oc4oh6kh3ph1", *CPU, "--out", str(sweep_file), "--resume")
+    _one_line_exit_2(done)
+    assert "s.jsonl.torn" in done.stderr and "No space left" in done.stderr, done.stderr
+    assert sweep_file.read_text() == torn
+
+
 def test_a_resumed_sweep_answers_for_the_whole_file(sweep_file):
     recs = records_of(sweep_file)
     recs[0]["status"] = "failed"  # a failure recorded by an earlier run

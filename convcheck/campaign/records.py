@@ -387,10 +387,16 @@ def cut_torn_tail(path: Path) -> str:
         f.seek(0)
         data = f.read()
         keep = data.rfind(b"\n") + 1
-        f.truncate(keep)
-    torn = path.with_name(path.name + ".torn")
-    with open(torn, "ab") as t:
-        t.write(data[keep:] + b"\n")
+        torn = path.with_name(path.name + ".torn")
+        # the fragment is safe on disk before the file loses it: a full disk leaves both as they were
+        with writing(torn, "the torn last line of " + str(path), option="out",
+                     kept=f"{path} and {torn} are as they were; free some space and resume again"):
+            with open(torn, "ab") as t:
+                t.write(data[keep:] + b"\n")
+                t.flush()
+                os.fsync(t.fileno())
+        with writing(path, "the records before its torn last line", option="out"):
+            f.truncate(keep)
     return (f"{path}: its last line was torn (a crash mid-write, {size - keep} bytes); "
             f"cut off and set aside in {torn}")
 
