@@ -374,14 +374,19 @@ def test_inputs_reach_a_function_aligned_to_64_bytes_as_framework_allocators_ali
     assert {r["status"] for r in recs} == {"passed"}, [r.get("message") for r in recs]
 
 
-class _DLPackLies:
+class _DLPackFails:
+    """An answer whose ``__dlpack__`` raises ``error``, on the DLPack ``device`` it names (1: the CPU, 2: CUDA)."""
+
     shape = (1, 2, 5, 5)
 
+    def __init__(self, device: int, error: Exception):
+        self.device, self.error = device, error
+
     def __dlpack__(self, stream=None):
-        raise KeyError("dlpack key")
+        raise self.error
 
     def __dlpack_device__(self):
-        return (1, 0)
+        return (self.device, 0)
 
 
 class _ArrayGivesAList:
@@ -391,21 +396,11 @@ class _ArrayGivesAList:
         return [[1.0]]
 
 
-class _OnAGpu:
-    shape = (1, 2, 5, 5)
-
-    def __dlpack__(self, stream=None):
-        raise BufferError("no CUDA here")
-
-    def __dlpack_device__(self):
-        return (2, 0)
-
-
 LIES = {
-    "dlpack_raises": (lambda: _DLPackLies(), "its __dlpack__ failed (KeyError"),
+    "dlpack_raises": (lambda: _DLPackFails(1, KeyError("dlpack key")), "its __dlpack__ failed (KeyError"),
     "object_array": (lambda: np.empty((1, 2, 5, 5), dtype=object), "of dtype object; expected numbers"),
     "array_gives_a_list": (lambda: _ArrayGivesAList(), "whose __array__ raised ValueError: object __array__ method not"),
-    "dlpack_on_a_gpu": (lambda: _OnAGpu(), "its DLPack says it is on device type 2"),
+    "dlpack_on_a_gpu": (lambda: _DLPackFails(2, BufferError("no CUDA here")), "its DLPack says it is on device type 2"),
     "meta_tensor": (lambda: torch.empty((1, 2, 5, 5), device="meta"), "a tensor on the meta device"),
     "huge_broadcast": (lambda: np.broadcast_to(np.float32(0), (1 << 20, 1 << 20, 5, 5)), "returned shape (1048576, 1048576"),
 }

@@ -825,7 +825,7 @@ def main(argv=None) -> int:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        from .paths import refuse_output_over_input
+        from .outputs import refuse_output_over_input
 
         refuse_output_over_input(args)
         _start_workers_early(args)

@@ -37,6 +37,7 @@ from ...base.errors import BadInput, Unsupported
 from ..memory import out_of_memory
 from ...problem.convmath import activation
 from ...problem.descriptor import ConvProblem
+from ...base.paths import same_file
 from ...base.targets import file_sha256, is_target, load_object
 from . import conventions, torch_conv
 
@@ -134,20 +135,11 @@ def raised_elsewhere(e: BaseException, source: str) -> str | None:
     if tb is None or not source:
         return None
     where, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
-    if not _same_path(where, source):
+    if not same_file(where, source):
         return f"{where}:{line}"
     if line in _raise_lines(os.path.realpath(source)):
         return None
     return f"{where}:{line} (by what that line calls, not by a raise statement)"
-
-
-def _same_path(a: str, b: str) -> bool:
-    try:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 @functools.lru_cache(maxsize=64)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ..base.errors import BadInput
+from ..base.paths import same_file
 
 #: The arguments that name a file or folder a command writes, by their attribute on the parsed arguments.
 OUTPUTS = ("out", "html", "junit", "evidence", "repro", "save_lesson")
@@ -41,17 +42,6 @@ def _backend_files(args) -> list[tuple[str, str]]:
     if not isinstance(text, str):
         return []
     return [("backend", part.rsplit(":", 1)[0]) for part in text.split(",") if ".py:" in part]
-
-
-def same_file(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` are one file: the same inode where both exist (symlinks and hard links
-    included), else the same path once symlinks and ``..`` are resolved."""
-    try:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def refuse_output_over_input(args) -> None:
