@@ -222,8 +222,8 @@ def _fft2(a, narrow, inverse: bool = False):
 def _fft_half(x, w, bias, stride, padding, dilation, groups, narrow):
     """fprop by the FFT with every rounding in the tensor type ``narrow`` (a half-precision FFT, as cuFFT's fp16
     transforms compute): both operands transformed over the padded map taken up to powers of two, each
-    spectrum product and each step of the running sum over input channels rounded, the inverse transform and
-    its 1/N scaling rounded. Written apart from convcheck's FFT (convcheck.numerics.fft, torch.fft)."""
+    spectrum product and each step of the running sum over input channels rounded, the sum scaled by 1/N and
+    transformed back. Written apart from convcheck's FFT (convcheck.numerics.fft, torch.fft)."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     ph, pw = padding
@@ -244,7 +244,8 @@ def _fft_half(x, w, bias, stride, padding, dilation, groups, narrow):
         for ci in range(cg):  # the correlation: the input's spectrum times the filter's conjugate
             term = _rounded_complex(xf[:, g * cg + ci] * wf[k, ci].conj(), narrow)
             acc = term if acc is None else _rounded_complex(acc + term, narrow)
-        y = _rounded_complex(_fft2(acc, narrow, inverse=True) / (size[0] * size[1]), narrow)
+        # scaled by 1/N before the inverse, as a half-precision FFT must be (unscaled, its sums pass fp16's 65504)
+        y = _fft2(_rounded_complex(acc / (size[0] * size[1]), narrow), narrow, inverse=True)
         out.append(y.real[:, :oh, :ow])
     y = torch.stack(out, dim=1).float()
     return y if bias is None else y + bias.reshape(1, -1, 1, 1)
@@ -313,7 +314,7 @@ OTHER_POINTS = (0, 1, -1, 0.5, -3)
 
 def _fft_half_applies(p) -> bool:
     return (p.dtype in ("fp16", "bf16") and p.ndim == 2 and p.stride == (1, 1) and p.dilation == (1, 1)
-            and p.mode == "xcorr" and p.pad_pre == p.pad_post and _plain(p))
+            and max(p.kernel) > 1 and p.mode == "xcorr" and p.pad_pre == p.pad_post and _plain(p))
 
 
 def _winograd_applies(p) -> bool:

@@ -59,7 +59,7 @@ def test_a_convcheck_fixture_without_the_marker_says_what_it_needs(tmp_path):
     assert done.returncode != 0 and "need @pytest.mark.convcheck(...) naming the problems" in done.stdout
 
 
-def test_a_bad_marker_fails_its_own_item_and_the_session_runs_on(tmp_path):
+def test_a_bad_marker_fails_its_own_item_and_the_other_tests_run_on(tmp_path):
     """An unknown list, a string where a tuple of directions goes, an argument the marker does not take: each
     test's one item fails with a line naming the argument; the good test beside them passes."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -83,6 +83,20 @@ def test_a_bad_marker_fails_its_own_item_and_the_session_runs_on(tmp_path):
     assert said["test_string"][0] in failed and "directions='fprop': expected a tuple" in said["test_string"][1]
     assert said["test_unknown_argument"][0] in failed and "no argument 'dtype'" in said["test_unknown_argument"][1]
     assert "Traceback" not in done.stdout
+
+
+def test_a_session_whose_every_check_was_declined_exits_3(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_declines.py").write_text(
+        "import pytest\n\n"
+        "def declines(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):\n"
+        "    raise NotImplementedError('not written yet')\n\n"
+        "@pytest.mark.convcheck(['mb1ic2ih5oc2oh5kh3ph1', 'mb2ic2ih5oc2oh5kh3ph1'])\n"
+        "def test_it(conv_check):\n    conv_check(declines)\n\ndef test_other():\n    pass\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_declines.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3 and "nothing could be checked" in done.stdout, done.stdout[-2000:]
+    assert "2 skipped" in done.stdout and "1 passed" in done.stdout
 
 
 def test_a_strategy_names_its_bad_argument_when_it_is_made():

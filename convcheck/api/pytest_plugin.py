@@ -97,7 +97,7 @@ def pytest_generate_tests(metafunc):
 
     try:
         chosen, axes = _checked(*_marker_options(marker))
-    except ConvCheckError as e:  # this test's item fails, saying why; the session goes on
+    except ConvCheckError as e:  # this test's item fails, saying why; the other tests run on
         flag = f"{e.option}: " if getattr(e, "option", None) and not str(e).startswith(e.option) else ""
         invalid = _Invalid(f"@pytest.mark.convcheck on {metafunc.definition.nodeid}: {flag}{e}")
         metafunc.parametrize("conv_problem", [invalid], ids=["invalid-marker"], indirect=True)
@@ -138,6 +138,7 @@ def conv_check(request, conv_problem):
         records = check_conv_function(fn, [conv_problem], directions=(conv_problem.direction,),
                                       dtypes=(case["dtype"],), layouts=(case["layout"],), **asked)
         _keep(request.config, records)
+        _count(request.config, records)
         bad = [r for r in records if of(r["status"]) is not Status.PASSED]
         if bad and all(of(r["status"]) is Status.UNSUPPORTED for r in bad):
             pytest.skip(f"{bad[0].get('message')}")
@@ -146,6 +147,32 @@ def conv_check(request, conv_problem):
         return records[0] if len(records) == 1 else records
 
     return check
+
+
+def _count(config, records) -> None:
+    """The run's convcheck statuses so far, for :func:`pytest_sessionfinish`."""
+    from collections import Counter
+
+    counts = config.stash.setdefault(_STATUSES, Counter())
+    counts.update(r["status"] for r in records)
+
+
+_STATUSES = pytest.StashKey()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A pytest run whose convcheck checks were all declined checked nothing: it exits 3, as ``convcheck check`` of a
+    declined problem does, and says so (a run with no convcheck check, or with another failure, is left as
+    pytest ends it)."""
+    from ..base.errors import EXIT_UNAVAILABLE
+    from ..base.status import nothing_checked
+
+    counts = session.config.stash.get(_STATUSES, None)
+    if exitstatus == 0 and counts and nothing_checked(counts):
+        session.exitstatus = EXIT_UNAVAILABLE
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("convcheck: nothing could be checked: every problem was declined or refused (exit 3)")
 
 
 def _keep(config, records) -> None:

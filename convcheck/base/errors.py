@@ -126,12 +126,23 @@ def writable_file(path, option: str | None):
         mode = p.stat().st_mode
     except OSError:
         mode = None  # not there yet (or a dangling link): it is created as a file
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
-            "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
-        raise BadInput(f"{path}: is {kind}; expected a regular file (records and pages are written to disk, "
-                       "synced, and read back)", option=option)
+    if mode is not None and stat.S_ISFIFO(mode) and not _read(path):  # opening it to write would wait for a reader
+        raise BadInput(f"{path}: is a FIFO that no process reads (writing it would wait for one forever); expected a "
+                       "file, or a pipe that is read", option=option)
+    if mode is not None and stat.S_ISSOCK(mode):
+        raise BadInput(f"{path}: is a socket; expected a file", option=option)
     return p
+
+
+def _read(fifo) -> bool:
+    """Whether a process holds the FIFO ``fifo`` open to read (a non-blocking open to write says ENXIO if none)."""
+    import os
+
+    try:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        return False
+    return True
 
 
 #: What :func:`shown` escapes: C0 controls but tab and newline, DEL, C1 controls, lone surrogates, U+FFFE, U+FFFF.

@@ -342,8 +342,16 @@ class RecordWriter:
     def sync(self) -> None:
         if self.pending:
             with self._writing():
-                os.fsync(self.f.fileno())
+                self.f.flush()
+                if self.regular:  # a device (/dev/stdout, /dev/null) has no disk to reach: fsync says EINVAL
+                    os.fsync(self.f.fileno())
         self.pending, self.synced_at = 0, self._clock()
+
+    @functools.cached_property
+    def regular(self) -> bool:
+        import stat
+
+        return stat.S_ISREG(os.fstat(self.f.fileno()).st_mode)
 
     def close(self) -> None:
         """The last group to the disk, and the file closed."""

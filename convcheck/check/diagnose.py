@@ -64,7 +64,7 @@ class Explanation:
     detail: dict = field(default_factory=dict)
     #: named by marks of the output, not by an answer of its own (a narrow running sum in an order no
     #: simulation has): never alike with a cause that has one
-    by_marks: bool = False
+    by_marks: bool = False  # :func:`by_marks`
 
     def as_dict(self) -> dict:
         return {"family": self.family, "cause": self.what, "covers": self.covers, "advice": self.advice,
@@ -629,7 +629,7 @@ def follows_the_tiles(cause, judge) -> bool:
     has a weight gradient's output."""
     algorithm, problem = cause.algorithm, judge.scope.problem
     if algorithm.kind == "fft":
-        return spread_everywhere(judge.scope.ours, judge.scope.ref, problem)
+        return spread_everywhere(judge.scope.ours, judge.scope.ref, problem) and not overflows(cause, judge)
     if algorithm.kind != "winograd" or not algorithm.m or problem.direction == "wgrad":
         return True
     bound, ref = judge.bound(cause), judge.scope.ref
@@ -653,6 +653,24 @@ def follows_the_tiles(cause, judge) -> bool:
 #: wrong_arithmetic.py's) 0.75-0.84 of the outputs of a 20x20 3x3 layer of 64 channels; sparse 1% noise on a correctly
 #: rounded answer 0.01.
 SPREAD_EVERYWHERE = 0.5
+
+
+def overflows(cause, judge) -> bool:
+    """Whether an FFT computed in the cause's narrow type would overflow it on these inputs (its spectra or their
+    running sums past the type's largest value): then such an FFT's output holds infinities, and an output
+    that holds none was not computed so."""
+    import torch
+
+    from ..base import dtypes
+    from ..numerics import fft
+
+    stored = cause.algorithm.stored
+    if not stored:
+        return False
+    inputs = judge.scope.inputs
+    ops = [None if a is None else torch.as_tensor(a) for a in (inputs.x, inputs.w, inputs.dy)]
+    largest = torch.finfo(dtypes.torch_dtype(stored)).max
+    return fft.largest_value(judge.scope.problem, *ops) > largest and bool(torch.isfinite(judge.scope.ours).all())
 
 
 def spread_everywhere(ours, ref, problem) -> bool:
@@ -722,7 +740,17 @@ def _rank(found):
     cause with an answer before one named by marks of the output alone (a narrow running sum in an order
     no simulation has: :attr:`Cause.judges`), the closer answer first."""
     order = {BIT_FOR_BIT: 0, "every output": 1}
-    return sorted(found, key=lambda item: (order.get(item[1][0], 2), item[0].judges is not None, item[1][1]))
+    return sorted(found, key=lambda item: (order.get(item[1][0], 2), by_marks(item[0]), item[1][1]))
+
+
+def by_marks(cause) -> bool:
+    """Whether ``cause`` is named by marks of the output alone, as general as its error's size and spread: a narrow
+    running sum in an order no simulation has (:attr:`Cause.judges`), and the FFT (the reference itself judged by
+    the FFT's wider bound, its error spread over every output). Two such causes that fit the same outputs are
+    named together: the output cannot tell a half-precision FFT from a running sum of that type in an unknown
+    order where both bounds hold. Winograd is not among them: its error follows the positions of its tiles
+    (:func:`follows_the_tiles`), which no running sum's does."""
+    return cause.judges is not None or (cause.algorithm is not None and cause.algorithm.kind == "fft")
 
 
 def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
@@ -798,7 +826,7 @@ def diagnose(result, ours, ref, inputs, budget: int | None = None) -> Diagnosis:
     if simulated_on_part:
         searched += (f" (a running sum's order on this part alone: its simulation on all {whole_outputs} outputs "
                      f"costs {whole_outputs // max(part_outputs, 1)} times as much)")
-    explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail, by_marks=c.judges is not None)
+    explanations = [Explanation(c.family, c.what, c.advice, v[0], v[1], c.detail, by_marks=by_marks(c))
                     for c, v in _rank(found)]
     return Diagnosis(explanations, tested, offered, time.perf_counter() - start, budget, work.ran, computed_by, searched,
                      thin=thin_evidence(ours, explanations))

@@ -199,6 +199,25 @@ def power(z):
     return torch.mul(re, re).addcmul_(im, im)
 
 
+def largest_value(problem, x, w, dy) -> float:
+    """The largest magnitude an FFT convolution of ``problem`` holds on its way (float64): of either operand's
+    spectrum, of the running sums of their products over s, and of the result. What a half-precision FFT must
+    hold: where it passes fp16's 65504, an fp16 FFT of these operands overflows."""
+    import torch
+
+    _refuse(problem)
+    c = operands(problem, *(None if a is None else a.to(torch.float64).contiguous() for a in (x, w, dy)))
+    size = transform_size(c)
+    fl, fr = spectrum(c.left, size), spectrum(c.right, size)
+    largest = max(float(fl.abs().max()), float(fr.abs().max()))
+    acc = None
+    for s in range(fl.shape[2]):  # the running sum over s, as the FFT adds it
+        term = torch.einsum("giab,gjab->gijab", fl[:, :, s].conj(), fr[:, :, s])
+        acc = term if acc is None else acc + term
+        largest = max(largest, float(acc.abs().max()))
+    return largest
+
+
 def variance(problem, x, w, dy, u: float = 2.0 ** -24):
     """Per output, the first-order rounding variance of an FFT convolution whose every rounding has unit
     roundoff ``u`` (fp32's, complex64, by default; a half-precision FFT's: the module's docstring), float64,
