@@ -73,7 +73,7 @@ def main() -> int:
                          "(wrong_arithmetic.LIBRARY), Winograd F(4,3) at points the catalogue does not assume, an FFT "
                          "with every rounding in the tensor type; with the wrong arithmetic of other families whose "
                          "errors are of their size (noise, a row unwritten, products rounded, the blocked bf16 sum) "
-                         "beside them")
+                         "beside them; then a case on thin evidence (x = w = 1, every output 0)")
     ap.add_argument("--out", default="")
     ap.add_argument("--part", default="1/1", metavar="K/N",
                     help="check the K-th of N parts of the problems (one process per core; --tables merges the files)")
@@ -116,8 +116,28 @@ def main() -> int:
                     out.write(json.dumps(rec) + "\n")
                     out.flush()
     tables(records)
+    if args.library:
+        thin_evidence_case()
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
+
+
+def thin_evidence_case() -> None:
+    """The evidence that cannot single out a cause: x = w = 1 on a 1x1x1 problem and every output 0 (a padding
+    bug as Hypothesis shrinks it). What the diagnosis says, and whether it named one cause (it must not)."""
+    from convcheck.base.inputs import ConvInputs
+    from convcheck.check.diagnose import line_of
+    from convcheck.check.pipeline import judge_given
+    from convcheck.problem.descriptor import parse_descriptor
+
+    ones = np.ones((1, 1, 1, 1), np.float32)
+    result = judge_given(parse_descriptor("mb1ic1ih1oc1oh1kh1"), ConvInputs(ones, ones, seed=0),
+                         np.zeros((1, 1, 1, 1), np.float32), implementation="given zeros", reference="torch64",
+                         device="cpu", diagnose=None)
+    d = result.diagnosis
+    print("\nthin evidence (x = w = 1 on mb1ic1ih1oc1oh1kh1, every output 0): "
+          f"{'one cause named: WRONG' if d.cause is not None else 'no cause named'}; the diagnosis says: "
+          f"{line_of(d.as_dict())}")
 
 
 def tables(records: list[dict]) -> int:
