@@ -132,7 +132,7 @@ def thin_evidence_case() -> None:
 
     ones = np.ones((1, 1, 1, 1), np.float32)
     result = judge_given(parse_descriptor("mb1ic1ih1oc1oh1kh1"), ConvInputs(ones, ones, seed=0),
-                         np.zeros((1, 1, 1, 1), np.float32), implementation="given zeros", reference="torch64",
+                         np.zeros((1, 1, 1, 1), np.float32), implementation="yours", reference="torch64",
                          device="cpu", diagnose=None)
     d = result.diagnosis
     print("\nthin evidence (x = w = 1 on mb1ic1ih1oc1oh1kh1, every output 0): "
