@@ -402,6 +402,7 @@ LIES = {
     "array_gives_a_list": (lambda: _ArrayGivesAList(), "whose __array__ raised ValueError: object __array__ method not"),
     "dlpack_on_a_gpu": (lambda: _DLPackFails(2, BufferError("no CUDA here")), "its DLPack says it is on device type 2"),
     "meta_tensor": (lambda: torch.empty((1, 2, 5, 5), device="meta"), "a tensor on the meta device"),
+    "sparse_tensor": (lambda: torch.zeros((1, 2, 5, 5)).to_sparse(), "a sparse_coo tensor; expected a dense one"),
     "huge_broadcast": (lambda: np.broadcast_to(np.float32(0), (1 << 20, 1 << 20, 5, 5)), "returned shape (1048576, 1048576"),
 }
 

@@ -71,6 +71,8 @@ def answer_tensor(out: Any):
     if isinstance(out, torch.Tensor):
         if out.device.type == "meta":
             raise NotAnAnswer("a tensor on the meta device, which holds no values")
+        if out.layout != torch.strided:
+            raise NotAnAnswer(f"a {str(out.layout).replace('torch.', '')} tensor; expected a dense one (.to_dense())")
         return out
     if isinstance(out, np.ndarray):
         return to_torch(np.ascontiguousarray(_numbers(out, "a NumPy array")))
