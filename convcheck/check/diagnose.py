@@ -92,13 +92,15 @@ class Diagnosis:
     @property
     def alike(self) -> list[Explanation]:
         """The first cause and those no answer tells from it: the same outputs explained, as closely
-        (a one-term sum rounded before or after the product; inputs every type holds alike)."""
+        (a one-term sum rounded before or after the product; inputs every type holds alike); for causes named by
+        marks alone (:func:`by_marks`), every one that fits the same outputs: none has an answer of its own to be
+        closer with (their closeness is the reference's, measured on the part searched or on every output)."""
         if not self.explanations:
             return []
         first = self.explanations[0]
         return [e for e in self.explanations
                 if e.covers == first.covers and e.by_marks == first.by_marks
-                and abs(e.closeness - first.closeness) <= 1e-9 * max(first.closeness, 1e-300)]
+                and (first.by_marks or abs(e.closeness - first.closeness) <= 1e-9 * max(first.closeness, 1e-300))]
 
     @property
     def complete(self) -> bool:
