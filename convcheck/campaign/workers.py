@@ -485,8 +485,8 @@ _KEYS = itertools.count(1)
 
 def _answered(w: "_Worker", key) -> Task | None:
     """The task of ``w`` that an answer with ``key`` answers, taken off what ``w`` holds. Tasks sent before it and
-    not answered yet can only have been skipped by the worker's loop: they go back to the front of nothing, they
-    are said to be missing (:attr:`_Worker.missing`) and the caller records them. An answer whose key ``w`` does not
+    not answered yet can only have been skipped by the worker's loop: they are missing (:attr:`_Worker.missing`),
+    and the caller records each as crashed. An answer whose key ``w`` does not
     hold (a second answer to one task) is said once on stderr and ignored."""
     at = next((i for i, t in enumerate(w.sent) if t.key == key), None)
     if at is None:
