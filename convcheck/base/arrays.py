@@ -101,6 +101,20 @@ def answer_tensor(out: Any):
     return None
 
 
+def answer_of_shape(out: Any, want: tuple):
+    """(``out`` as a torch tensor, or None where it has another shape; the shape it has). Its declared shape
+    (:func:`declared_shape`) is read first, so that nothing is read from an answer of another shape (a broadcast
+    view of terabytes); an answer that is no array convcheck can read is :class:`NotAnAnswer`."""
+    want = tuple(want)
+    said = declared_shape(out)
+    if said is not None and said != want:
+        return None, said
+    answer = answer_tensor(out)
+    if answer is None:
+        raise NotAnAnswer(f"a {type(out).__name__}; expected {ANSWER_KINDS}")
+    return (answer if tuple(answer.shape) == want else None), tuple(answer.shape)
+
+
 #: What a function's answer may be, as an error message says it.
 ANSWER_KINDS = "an array: a torch tensor, or anything with __dlpack__ or __array__ (NumPy, JAX, TensorFlow, CuPy...)"
 

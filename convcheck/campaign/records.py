@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import hashlib
 import errno
+import hashlib
 import json
 import os
 import sys
@@ -342,7 +342,6 @@ class RecordWriter:
     def sync(self) -> None:
         if self.pending:
             with self._writing():
-                self.f.flush()
                 if self.regular:  # a device (/dev/stdout, /dev/null) has no disk to reach: fsync says EINVAL
                     os.fsync(self.f.fileno())
         self.pending, self.synced_at = 0, self._clock()

@@ -680,7 +680,7 @@ def spread_everywhere(ours, ref, problem) -> bool:
     (:data:`SPREAD_EVERYWHERE`), as an FFT's does."""
     from ..base import dtypes
 
-    rounded = round_to(ref.to(ours.device if hasattr(ours, "device") else ref.device), dtypes.get(problem.dtype).storage)
+    rounded = round_to(ref.to(ours.device), dtypes.get(problem.dtype).storage)
     differs = ours.to(rounded.dtype) != rounded
     return float(differs.double().mean()) >= SPREAD_EVERYWHERE
 

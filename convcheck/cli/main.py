@@ -655,13 +655,14 @@ def _isolated(args, body: str, problem, all_engines: bool = False, said=None) ->
     status = "crashed" if out.status == "done" else out.status
     message = (f"the check left its worker's CUDA context broken (a sticky error: {out.fault})"
                if out.status == "done" else out.message)
-    if out.verdict is not None:  # the check had its verdict before what was cut short: it stands
-        v = out.verdict
+    if out.verdict is not None:  # the check had its verdict before what was cut short: it stands, as a sweep keeps it
+        from ..campaign.sweep import cut_short
+
+        v = cut_short(dict(out.verdict), out)
         print(f"{str(v.get('status', '?')).upper()}: {v.get('outside')} of {v.get('total')} outputs outside tolerance "
-              f"(largest error/allowed {v.get('bound_ratio')}); the {out.stage or 'next'} step after the verdict was "
-              f"cut short")
+              f"(largest error/allowed {v.get('bound_ratio')}); {v['message']}")
         if getattr(args, "json", False):
-            print(json.dumps(v | {"cut_short": {"status": status, **out.evidence()}}, default=str))
+            print(json.dumps(v, default=str))
     print(f"convcheck: {status}: {message}", file=sys.stderr)
     if said is not None:
         print(said(status), file=sys.stderr)

@@ -28,7 +28,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
-from ...base.arrays import ANSWER_KINDS, NotAnAnswer, answer_tensor, declared_shape, to_numpy
+from ...base.arrays import NotAnAnswer, answer_of_shape, to_numpy
 from ...base.errors import BadInput, Unsupported
 from ...base.layout import DATA_ORDERS, WEIGHT_ORDERS, framework_axes, logical_axes
 from ...problem.descriptor import ConvProblem
@@ -148,20 +148,15 @@ def _from_function(out, order: str, expected: tuple, name: str, problem: ConvPro
 
     axes = framework_axes(len(expected), order)
     want = tuple(expected[a] for a in axes)
-    if tuple(declared_shape(out) or want) == want:  # its shape checked before anything is read from it
-        try:
-            answer = answer_tensor(out)
-        except NotAnAnswer as e:
-            raise BadInput(f"your function {name} returned {e} (on {problem.descriptor()}, {problem.direction})",
-                           option="backend") from None
-        if answer is None:
-            raise BadInput(f"your function {name} returned a {type(out).__name__}; expected {ANSWER_KINDS} "
-                           f"(on {problem.descriptor()}, {problem.direction})", option="backend")
-        out = answer
-    if tuple(declared_shape(out)) != want:
-        raise BadInput(f"your function {name} returned shape {tuple(out.shape)}; the {problem.direction} of "
+    try:
+        answer, shape = answer_of_shape(out, want)
+    except NotAnAnswer as e:
+        raise BadInput(f"your function {name} returned {e} (on {problem.descriptor()}, {problem.direction})",
+                       option="backend") from None
+    if answer is None:
+        raise BadInput(f"your function {name} returned shape {shape}; the {problem.direction} of "
                        f"{problem.descriptor()} in {order.upper()} order has shape {want}", option="backend")
-    return out.permute(*logical_axes(out.dim(), order)).to(device)
+    return answer.permute(*logical_axes(answer.dim(), order)).to(device)
 
 
 def callers(fn: Callable, convention: Convention, name: str, problem: ConvProblem, call, bias=None):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...base import dtypes
-from ...base.arrays import ANSWER_KINDS, NotAnAnswer, answer_tensor, declared_shape
+from ...base.arrays import NotAnAnswer, answer_of_shape
 from ...base.errors import BadInput, Unsupported
 from ..memory import out_of_memory
 from ...problem.convmath import activation
@@ -158,21 +158,17 @@ def _raise_lines(path: str) -> frozenset:
 def _as_result(name: str, problem: ConvProblem, out, storage, call: "Call"):
 
     what = f"your function {name} returned"
-    if tuple(declared_shape(out) or problem.result_shape) == tuple(problem.result_shape):  # checked before reading it
-        try:
-            answer = answer_tensor(out)
-        except NotAnAnswer as e:
-            raise BadInput(f"{what} {e} (on {problem.descriptor()}, {problem.direction})", option="backend") from None
-        if answer is None:
-            raise BadInput(f"{what} a {type(out).__name__}; expected {ANSWER_KINDS} "
-                           f"(on {problem.descriptor()}, {problem.direction})", option="backend")
-        out = answer
-    if tuple(declared_shape(out)) != tuple(problem.result_shape):
+    try:
+        answer, shape = answer_of_shape(out, problem.result_shape)
+    except NotAnAnswer as e:
+        raise BadInput(f"{what} {e} (on {problem.descriptor()}, {problem.direction})", option="backend") from None
+    if answer is None:
         called = "" if call.exact or problem.direction != "fprop" else (
             f" (called with padding {list(call.padding)}, it should give {call.full} of which convcheck keeps "
             f"{tuple(problem.output)} from {list(call.skip)})")
-        raise BadInput(f"{what} shape {tuple(out.shape)}; the {problem.direction} of {problem.descriptor()} "
+        raise BadInput(f"{what} shape {shape}; the {problem.direction} of {problem.descriptor()} "
                        f"has shape {tuple(problem.result_shape)}{called}", option="backend")
+    out = answer
     if out.dtype != storage:
         raise BadInput(f"{what} {str(out.dtype).replace('torch.', '')}; a {problem.dtype} check expects "
                        f"{str(storage).replace('torch.', '')} (on {problem.descriptor()})", option="backend")
